@@ -1,0 +1,339 @@
+/* SPDX-License-Identifier: MIT */
+/* Table-driven settings: defaults, bounds, file syntax and environment overrides. */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cleanup.h"
+
+enum kind { K_STR, K_INT, K_SIZE, K_BOOL };
+
+/* One setting: its key, where it lives, its default and its bounds. */
+struct setting {
+	const char *key;   /* file key; env is PADDOCK_ + upper(key) */
+	const char *alias; /* an AIO_* variable honoured as an alias, or NULL */
+	enum kind kind;
+	size_t off;	   /* offset in PaddockConfig */
+	const char *def;   /* default, as text */
+	int64_t min, max;  /* bounds for K_INT and K_SIZE */
+};
+
+#define S(k, f, d) { k, NULL, K_STR, offsetof(PaddockConfig, f), d, 0, 0 }
+#define I(k, f, d, lo, hi) { k, NULL, K_INT, offsetof(PaddockConfig, f), d, lo, hi }
+#define IA(k, a, f, d, lo, hi) { k, a, K_INT, offsetof(PaddockConfig, f), d, lo, hi }
+#define Z(k, f, d, lo, hi) { k, NULL, K_SIZE, offsetof(PaddockConfig, f), d, lo, hi }
+#define B(k, f, d) { k, NULL, K_BOOL, offsetof(PaddockConfig, f), d, 0, 1 }
+
+#define KiB (1024LL)
+#define MiB (1024LL * KiB)
+#define GiB (1024LL * MiB)
+
+static const struct setting settings[] = {
+	S("state_dir", state_dir, "/var/lib/paddock"),
+	S("runtime_dir", runtime_dir, "/run/paddock"),
+	S("lib_dir", lib_dir, PADDOCK_LIB_DIR),
+	S("node_name", node_name, ""),
+	S("log_level", log_level, "info"),
+	S("log_target", log_target, "stderr"),
+	S("worker_user", worker_user, "paddock"),
+	S("socket_group", socket_group, "paddock"),
+	S("python_bin", python_bin, "/usr/bin/python3"),
+	S("bash_bin", bash_bin, "/bin/bash"),
+	S("node_bin", node_bin, "/usr/bin/node"),
+	I("threads", threads, "8", 1, 256),
+	Z("max_body_bytes", max_body_bytes, "4M", 4 * KiB, 64 * MiB),
+	I("json_max_depth", json_max_depth, "32", 2, 1000),
+	Z("code_max_bytes", code_max_bytes, "1M", 1 * KiB, 32 * MiB),
+	Z("put_max_bytes", put_max_bytes, "100M", 1, 16 * GiB),
+	S("auth_tokens", auth_tokens, ""),
+	S("tenant_header", tenant_header, "X-Paddock-Tenant"),
+	B("require_tenant", require_tenant, "false"),
+	IA("max_sessions", "AIO_CODE_MAX_SESSIONS", max_sessions, "64", 1, 100000),
+	I("retry_after_seconds", retry_after_seconds, "5", 1, 999999),
+	I("idle_timeout_default", idle_timeout_default, "600", 1, 31 * 86400),
+	I("idle_timeout_max", idle_timeout_max, "3600", 1, 31 * 86400),
+	I("lifetime_default", lifetime_default, "3600", 1, 31 * 86400),
+	I("lifetime_max", lifetime_max, "86400", 1, 31 * 86400),
+	I("reclaim_interval_ms", reclaim_interval_ms, "1000", 10, 3600 * 1000),
+	I("exec_timeout_default", exec_timeout_default, "30", 1, 86400),
+	I("exec_timeout_max", exec_timeout_max, "900", 1, 86400),
+	I("interrupt_grace_ms", interrupt_grace_ms, "2000", 0, 600000),
+	Z("output_max_bytes", output_max_bytes, "1M", 1 * KiB, 256 * MiB),
+	I("list_max_entries", list_max_entries, "10000", 1, 1000000),
+	I("produced_files_max", produced_files_max, "100", 0, 100000),
+	Z("editor_max_bytes", editor_max_bytes, "10M", 1 * KiB, 256 * MiB),
+	I("uid_base", uid_base, "200000", 1000, 2000000000),
+	I("uid_count", uid_count, "4096", 1, 1000000),
+	Z("memory_max_bytes", memory_max_bytes, "1G", 16 * MiB, 1024 * GiB),
+	I("pids_max", pids_max, "256", 8, 1000000),
+	I("cpu_quota_percent", cpu_quota_percent, "100", 1, 100000),
+	Z("workspace_bytes", workspace_bytes, "1G", 1 * MiB, 1024 * GiB),
+	Z("tmp_bytes", tmp_bytes, "256M", 1 * MiB, 1024 * GiB),
+	I("nofile_max", nofile_max, "1024", 32, 1048576),
+	S("cgroup_root", cgroup_root, ""),
+};
+
+static int parse_int(const char *s, bool sized, int64_t *ret)
+{
+	char *end;
+	long long v;
+
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno || end == s)
+		return -EINVAL;
+	if (sized && *end) {
+		int64_t mult = 1;
+
+		switch (toupper((unsigned char)*end)) {
+		case 'K': mult = KiB; break;
+		case 'M': mult = MiB; break;
+		case 'G': mult = GiB; break;
+		default: return -EINVAL;
+		}
+		end++;
+		if (toupper((unsigned char)*end) == 'I')
+			end++;
+		if (toupper((unsigned char)*end) == 'B')
+			end++;
+		if (v > INT64_MAX / mult || v < INT64_MIN / mult)
+			return -ERANGE;
+		v *= mult;
+	}
+	if (*end)
+		return -EINVAL;
+	*ret = v;
+	return 0;
+}
+
+static int parse_bool(const char *s, bool *ret)
+{
+	if (!strcmp(s, "1") || !strcasecmp(s, "true") || !strcasecmp(s, "yes") || !strcasecmp(s, "on"))
+		*ret = true;
+	else if (!strcmp(s, "0") || !strcasecmp(s, "false") || !strcasecmp(s, "no") ||
+		 !strcasecmp(s, "off"))
+		*ret = false;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+static int apply(PaddockConfig *c, const struct setting *s, const char *value, char *err,
+		 size_t errlen)
+{
+	char *field = (char *)c + s->off;
+	int64_t v;
+
+	switch (s->kind) {
+	case K_STR: {
+		char *dup = strdup(value);
+
+		if (!dup)
+			return -ENOMEM;
+		free(*(char **)field);
+		*(char **)field = dup;
+		return 0;
+	}
+	case K_BOOL:
+		if (parse_bool(value, (bool *)field) < 0) {
+			snprintf(err, errlen, "%s: expected true or false, got '%s'", s->key, value);
+			return -EINVAL;
+		}
+		return 0;
+	case K_INT:
+	case K_SIZE:
+		if (parse_int(value, s->kind == K_SIZE, &v) < 0) {
+			snprintf(err, errlen, "%s: expected %s, got '%s'", s->key,
+				 s->kind == K_SIZE ? "a size such as 512M" : "an integer", value);
+			return -EINVAL;
+		}
+		if (v < s->min || v > s->max) {
+			snprintf(err, errlen, "%s: %" PRId64 " is outside %" PRId64 "..%" PRId64,
+				 s->key, v, s->min, s->max);
+			return -EINVAL;
+		}
+		*(int64_t *)field = v;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+int config_set(PaddockConfig *c, const char *key, const char *value, char *err, size_t errlen)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(settings); i++)
+		if (strcmp(settings[i].key, key) == 0)
+			return apply(c, &settings[i], value, err, errlen);
+	snprintf(err, errlen, "%s: unknown setting", key);
+	return -EINVAL;
+}
+
+static char *trim(char *s)
+{
+	char *e;
+
+	while (isspace((unsigned char)*s))
+		s++;
+	e = s + strlen(s);
+	while (e > s && isspace((unsigned char)e[-1]))
+		*--e = '\0';
+	return s;
+}
+
+static int load_file(PaddockConfig *c, const char *path, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "re");
+	char line[4096];
+	unsigned lineno = 0;
+	int r = 0;
+
+	if (!f)
+		return errno == ENOENT ? 0 : -errno;
+	while (fgets(line, sizeof(line), f)) {
+		char *eq, *key, *val;
+
+		lineno++;
+		key = trim(line);
+		if (!*key || *key == '#')
+			continue;
+		eq = strchr(key, '=');
+		if (!eq) {
+			snprintf(err, errlen, "%s:%u: expected key = value", path, lineno);
+			r = -EINVAL;
+			break;
+		}
+		*eq = '\0';
+		key = trim(key);
+		val = trim(eq + 1);
+		r = config_set(c, key, val, err, errlen);
+		if (r < 0)
+			break;
+	}
+	fclose(f);
+	return r;
+}
+
+static void env_name(const char *prefix, const char *key, char *out, size_t outlen)
+{
+	size_t n = (size_t)snprintf(out, outlen, "%s", prefix);
+
+	for (const char *k = key; *k && n + 1 < outlen; k++)
+		out[n++] = (char)toupper((unsigned char)*k);
+	out[n] = '\0';
+}
+
+static int load_env(PaddockConfig *c, char *err, size_t errlen)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(settings); i++) {
+		char name[128];
+		const char *v = NULL;
+		int r;
+
+		env_name("PADDOCK_", settings[i].key, name, sizeof(name));
+		v = getenv(name);
+		if (!v && settings[i].alias)
+			v = getenv(settings[i].alias);
+		if (!v)
+			continue;
+		r = apply(c, &settings[i], v, err, errlen);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static int check_relations(PaddockConfig *c, char *err, size_t errlen)
+{
+	if (c->idle_timeout_default > c->idle_timeout_max) {
+		snprintf(err, errlen, "idle_timeout_default: above idle_timeout_max");
+		return -EINVAL;
+	}
+	if (c->lifetime_default > c->lifetime_max) {
+		snprintf(err, errlen, "lifetime_default: above lifetime_max");
+		return -EINVAL;
+	}
+	if (c->exec_timeout_default > c->exec_timeout_max) {
+		snprintf(err, errlen, "exec_timeout_default: above exec_timeout_max");
+		return -EINVAL;
+	}
+	if (c->node_name[0] == '\0') {
+		char host[256] = "node";
+
+		gethostname(host, sizeof(host) - 1);
+		host[strcspn(host, ".")] = '\0';
+		free(c->node_name);
+		c->node_name = strdup(host);
+		if (!c->node_name)
+			return -ENOMEM;
+	}
+	for (const char *p = c->node_name; *p; p++)
+		if (!isalnum((unsigned char)*p)) {
+			snprintf(err, errlen, "node_name: only letters and digits, got '%s'",
+				 c->node_name);
+			return -EINVAL;
+		}
+	return 0;
+}
+
+int config_load(PaddockConfig *c, const char *path, char *err, size_t errlen)
+{
+	int r;
+
+	*c = (PaddockConfig){ 0 };
+	for (size_t i = 0; i < ARRAY_SIZE(settings); i++) {
+		r = apply(c, &settings[i], settings[i].def, err, errlen);
+		if (r < 0)
+			return r;
+	}
+	if (path) {
+		r = load_file(c, path, err, errlen);
+		if (r < 0) {
+			if (r != -EINVAL)
+				snprintf(err, errlen, "%s: %s", path, strerror(-r));
+			return r;
+		}
+	}
+	r = load_env(c, err, errlen);
+	if (r < 0)
+		return r;
+	return check_relations(c, err, errlen);
+}
+
+void config_dump(const PaddockConfig *c, FILE *out)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(settings); i++) {
+		const char *field = (const char *)c + settings[i].off;
+
+		switch (settings[i].kind) {
+		case K_STR:
+			/* Tokens are secrets: say whether any are set, never which. */
+			if (strcmp(settings[i].key, "auth_tokens") == 0)
+				fprintf(out, "%s = %s\n", settings[i].key,
+					**(char *const *)field ? "(set)" : "");
+			else
+				fprintf(out, "%s = %s\n", settings[i].key, *(char *const *)field);
+			break;
+		case K_BOOL:
+			fprintf(out, "%s = %s\n", settings[i].key,
+				*(const bool *)field ? "true" : "false");
+			break;
+		default:
+			fprintf(out, "%s = %" PRId64 "\n", settings[i].key,
+				*(const int64_t *)field);
+		}
+	}
+}
+
+void config_free(PaddockConfig *c)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(settings); i++)
+		if (settings[i].kind == K_STR) {
+			char **p = (char **)((char *)c + settings[i].off);
+			free(*p);
+			*p = NULL;
+		}
+}

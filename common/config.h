@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: MIT */
+/* paddock's settings: one key = value file, overridden by PADDOCK_* variables. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* Every setting, with the bounds config.c enforces. Strings are owned. */
+typedef struct PaddockConfig {
+	/* paths */
+	char *state_dir;   /* SQLite, workspaces, sandbox roots */
+	char *runtime_dir; /* sessiond.sock lives here */
+	char *lib_dir;	   /* paddock-init and the harnesses */
+	char *node_name;   /* prefix of session ids, for routing across nodes */
+	char *log_level;   /* err, warn, info, debug */
+	char *log_target;  /* stderr or syslog */
+
+	/* who may talk to sessiond: peers with uid 0, this user's uid, or this group */
+	char *worker_user;
+	char *socket_group;
+
+	/* runtimes */
+	char *python_bin;
+	char *bash_bin;
+	char *node_bin;
+
+	/* fcgi worker */
+	int64_t threads;	 /* FastCGI threads */
+	int64_t max_body_bytes;	 /* JSON request bodies */
+	int64_t json_max_depth;	 /* nesting of request JSON */
+	int64_t code_max_bytes;	 /* code or command length */
+	int64_t put_max_bytes;	 /* one PutFile */
+	char *auth_tokens;	 /* comma-separated bearer tokens; empty: open */
+	char *tenant_header;	 /* header the front door sets, e.g. X-Paddock-Tenant */
+	bool require_tenant;	 /* fail closed without the tenant header */
+
+	/* sessions */
+	int64_t max_sessions;
+	int64_t retry_after_seconds; /* hint sent with 503 at capacity */
+	int64_t idle_timeout_default;
+	int64_t idle_timeout_max;
+	int64_t lifetime_default;
+	int64_t lifetime_max;
+	int64_t reclaim_interval_ms;
+	int64_t exec_timeout_default; /* seconds */
+	int64_t exec_timeout_max;     /* seconds */
+	int64_t interrupt_grace_ms;   /* SIGINT, then this long, then kill */
+	int64_t output_max_bytes;     /* per stream */
+	int64_t list_max_entries;
+	int64_t produced_files_max;
+	int64_t editor_max_bytes;
+
+	/* sandbox */
+	int64_t uid_base;
+	int64_t uid_count;
+	int64_t memory_max_bytes;
+	int64_t pids_max;
+	int64_t cpu_quota_percent; /* 100 = one core */
+	int64_t workspace_bytes;
+	int64_t tmp_bytes;
+	int64_t nofile_max;
+	char *cgroup_root; /* where session cgroups go; empty: detect */
+} PaddockConfig;
+
+/* Fill defaults, then read path (NULL or missing file: none), then the environment.
+ * On error, writes a message naming the key to err and returns -EINVAL. */
+int config_load(PaddockConfig *c, const char *path, char *err, size_t errlen);
+
+/* Set one key from a string (file or environment syntax). */
+int config_set(PaddockConfig *c, const char *key, const char *value, char *err, size_t errlen);
+
+/* Print the effective configuration as key = value lines. */
+void config_dump(const PaddockConfig *c, FILE *out);
+
+void config_free(PaddockConfig *c);

@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: MIT */
+/* The framed protocol between paddock-fcgi and paddock-sessiond. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/*
+ * A frame is a 5-byte header (payload length as u32 little-endian, then a type
+ * byte) followed by the payload. A request is one PROTO_JSON frame. A reply is
+ * one or more frames ending with a PROTO_JSON frame; file descriptors ride on
+ * the reply's first byte as SCM_RIGHTS.
+ */
+enum proto_type {
+	PROTO_JSON = 'J', /* a JSON object */
+	PROTO_DATA = 'D', /* raw bytes (reserved for streamed output) */
+};
+
+#define PROTO_HEADER_SIZE 5
+#define PROTO_MAX_PAYLOAD (32u << 20)
+#define PROTO_MAX_FDS 4
+
+/* One received frame; payload is owned by the frame. */
+typedef struct ProtoFrame {
+	uint8_t type;	    /* enum proto_type */
+	char *payload;	    /* NUL-terminated copy of the payload */
+	size_t len;	    /* payload length without the NUL */
+	int fds[PROTO_MAX_FDS]; /* received descriptors, -1 where unused */
+	size_t nfds;	    /* how many of fds are set */
+} ProtoFrame;
+
+void proto_header_encode(uint8_t hdr[PROTO_HEADER_SIZE], uint8_t type, uint32_t len);
+
+/*
+ * Look at buf for one whole frame. Returns the frame's total size (header and
+ * payload) when complete, 0 when more bytes are needed, -EBADMSG for an unknown
+ * type and -EMSGSIZE for a payload over PROTO_MAX_PAYLOAD.
+ */
+ssize_t proto_frame_parse(const uint8_t *buf, size_t len, uint8_t *type, size_t *payload_len);
+
+/* Blocking write of a whole frame, with optional descriptors attached. */
+int proto_write_frame(int fd, uint8_t type, const void *payload, size_t len, const int *fds,
+		      size_t nfds);
+
+/* Blocking read of one frame; -ECONNRESET on a clean EOF before a header. */
+int proto_read_frame(int fd, ProtoFrame *f);
+
+/* Close received descriptors and free the payload. Accepts a zeroed frame. */
+void proto_frame_clear(ProtoFrame *f);

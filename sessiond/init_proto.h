@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: MIT */
+/* Messages between paddock-sessiond and a sandbox's init (SOCK_SEQPACKET, one per datagram). */
+#pragma once
+
+#include <stdint.h>
+
+/*
+ * sessiond -> init requests. Each is a struct init_msg, followed for INIT_SPAWN
+ * by a blob: argv strings, each NUL-terminated, an empty string, then env
+ * strings likewise, then an empty string.
+ */
+enum init_op {
+	INIT_SPAWN = 1,	 /* start an interpreter; reply INIT_SPAWNED + 4 fds, or INIT_ERROR */
+	INIT_KILL = 2,	 /* kill every process but pid 1 and keep[]; reply INIT_KILLED when gone */
+	INIT_PING = 3,	 /* reply INIT_PONG */
+	INIT_RESEND = 4, /* re-send INIT_SPAWNED (with fds) for each live interpreter */
+};
+
+/* init -> sessiond replies and events. */
+enum init_event {
+	INIT_SPAWNED = 101, /* pid = ns pid; SCM_RIGHTS: pidfd, ctl, stdout, stderr */
+	INIT_KILLED = 102,
+	INIT_PONG = 103,
+	INIT_EXITED = 104, /* an interpreter exited: pid = ns pid, status = wait status */
+	INIT_ERROR = 105,  /* status = errno, step = what failed */
+};
+
+#define INIT_KEEP_MAX 4
+#define INIT_MSG_MAX 65536 /* a request datagram, header and blob */
+
+/* Fixed header of every message. */
+struct init_msg {
+	uint32_t op;		     /* enum init_op or enum init_event */
+	uint32_t seq;		     /* echoed in the reply to a request */
+	int32_t pid;		     /* ns pid (SPAWNED, EXITED) */
+	int32_t status;		     /* wait status (EXITED) or errno (ERROR) */
+	uint32_t step;		     /* which step failed (ERROR) */
+	uint32_t tag;		     /* SPAWN: caller's label, echoed on SPAWNED and EXITED */
+	int32_t keep[INIT_KEEP_MAX]; /* KILL: ns pids to spare, 0 where unused */
+};

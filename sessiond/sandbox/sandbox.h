@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: MIT */
+/* Building and tearing down one session's sandbox: namespaces, mounts, cgroup, privileges. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "config.h"
+
+/* Resource limits applied to one sandbox. */
+typedef struct SandboxLimits {
+	int64_t memory_bytes;	 /* memory.max; swap is always 0 */
+	int64_t pids;		 /* pids.max */
+	int64_t cpu_percent;	 /* 100 = one core */
+	int64_t workspace_bytes; /* size of the /workspace tmpfs */
+	int64_t tmp_bytes;	 /* size of the /tmp tmpfs */
+	int64_t nofile;		 /* RLIMIT_NOFILE */
+} SandboxLimits;
+
+/* What is fixed for the daemon's lifetime: cgroup layout, the init binary. Opaque. */
+typedef struct SandboxEnv SandboxEnv;
+
+/* Usage counters of one sandbox's cgroup. */
+typedef struct SandboxUsage {
+	uint64_t cpu_ns;	  /* CPU time used so far */
+	uint64_t memory_peak;	  /* bytes, high-water mark (0 if the kernel lacks it) */
+	uint64_t memory_current;  /* bytes */
+	uint64_t oom_kills;	  /* processes the OOM killer took */
+	uint64_t pids_current;	  /* tasks now */
+} SandboxUsage;
+
+/* A live sandbox as the daemon holds it. */
+typedef struct Sandbox {
+	pid_t pid;  /* host pid of the sandbox's init */
+	int pidfd;  /* pidfd of init, readable when it exits */
+	int ctl_fd; /* sessiond's end of the init control socket (SEQPACKET) */
+	int ctl_fd_in_init; /* the number init keeps a copy of ctl_fd under, for re-adoption */
+} Sandbox;
+
+/* Detect cgroup v1/v2, prepare the cgroup parent, open paddock-init. Caller frees. */
+int sandbox_env_new(const PaddockConfig *cfg, SandboxEnv **ret);
+SandboxEnv *sandbox_env_free(SandboxEnv *env);
+/* "v1" or "v2", for logs and capabilities. */
+const char *sandbox_env_cgroup_version(const SandboxEnv *env);
+
+/* Workspace: a size-capped tmpfs at <state_dir>/workspaces/<id>, root dir owned by uid. */
+int workspace_create(const SandboxEnv *env, const char *id, uid_t uid, gid_t gid, int64_t bytes);
+/* Detach the mount and remove the directory; 0 if it was already gone. */
+int workspace_destroy(const SandboxEnv *env, const char *id);
+/* An O_PATH|O_DIRECTORY fd of the workspace root, for openat2() confinement. */
+int workspace_open(const SandboxEnv *env, const char *id);
+/* Host path of the workspace, written into buf. */
+int workspace_path(const SandboxEnv *env, const char *id, char *buf, size_t len);
+
+/*
+ * Start a sandbox for session id, running as uid/gid: new mount, pid, net (lo
+ * up, nothing else), ipc, uts and cgroup namespaces; a cgroup with limits; a
+ * read-only root built from the host's /usr and a few /etc files; /proc, a
+ * minimal /dev, /tmp, the workspace at /workspace and lib_dir at /opt/paddock,
+ * all read-only but /tmp and /workspace; rlimits, no capabilities,
+ * no_new_privs; then exec paddock-init as pid 1 with the control socket on
+ * fd 3. The workspace must exist. On failure nothing is left behind.
+ */
+int sandbox_spawn(SandboxEnv *env, const char *id, uid_t uid, gid_t gid,
+		  const SandboxLimits *limits, Sandbox *ret);
+
+/* Kill init (so the kernel kills the whole pid namespace) and close fds. Does not wait. */
+void sandbox_kill(Sandbox *sb);
+/* Remove the session's cgroup; -EBUSY while tasks remain (call again later). */
+int sandbox_cgroup_remove(SandboxEnv *env, const char *id);
+/* Read the session cgroup's counters. */
+int sandbox_usage(SandboxEnv *env, const char *id, SandboxUsage *ret);
+/* Ids of session cgroups and workspaces that exist on the host, for orphan cleanup. */
+int sandbox_list_leftovers(SandboxEnv *env, char ***ids_ret, size_t *n_ret);

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: MIT */
+/* Confined file operations on a session workspace, resolved by the kernel (openat2). */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+
+struct json_object;
+
+/*
+ * Turn an API path into a workspace-relative one: "a/b", "./a", "/workspace/a"
+ * are accepted; "" (for dirs: means "."), other absolute paths, NUL bytes,
+ * over-long paths are refused with -EPERM (outside) or -EINVAL (malformed).
+ * ".." is left for the kernel to judge. out gets at most outlen bytes.
+ */
+int wsfs_normalize(const char *api_path, bool allow_root, char *out, size_t outlen);
+
+/* Open a regular file for reading. -EISDIR for a directory, -ENOENT, -EXDEV or -ELOOP
+ * when the path leaves the workspace or goes through a symlink out. */
+int wsfs_open_read(int ws_fd, const char *rel, struct stat *st);
+
+/* An unnamed file (O_TMPFILE) in the workspace, owned by uid:gid, mode 0644, for writing. */
+int wsfs_open_tmp(int ws_fd, uid_t uid, gid_t gid);
+
+/* Give tmp_fd the name rel (replacing a file there), making parents owned by uid:gid.
+ * -EISDIR when rel is a directory. */
+int wsfs_commit(int ws_fd, int tmp_fd, const char *rel, uid_t uid, gid_t gid);
+
+/* Make the directories of rel (not its last component) as uid:gid. */
+int wsfs_mkdirs(int ws_fd, const char *rel, uid_t uid, gid_t gid);
+
+/* Regular files below rel (recursive, symlinks not followed), as a json array of
+ * {path, size_bytes, modified_at, mime_type}; *truncated when max was reached. */
+int wsfs_list(int ws_fd, const char *rel, size_t max, struct json_object **ret, bool *truncated);
+
+/* Workspace-relative paths of regular files modified at or after since, at most max. */
+int wsfs_changed_since(int ws_fd, const struct timespec *since, size_t max, char ***paths_ret,
+		       size_t *n_ret);
+
+/* A MIME type guessed from the file name's extension ("application/octet-stream" if none). */
+const char *wsfs_guess_mime(const char *path);
