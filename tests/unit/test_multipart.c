@@ -1,0 +1,371 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests for the streaming multipart/form-data parser: chunkings and malformed bodies. */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "multipart.h"
+
+static int passed, failed;
+
+#define CHECK(cond)                                                                                \
+	do {                                                                                       \
+		if (cond) {                                                                        \
+			passed++;                                                                  \
+		} else {                                                                           \
+			failed++;                                                                  \
+			fprintf(stderr, "%s:%d: FAILED: %s\n", __FILE__, __LINE__, #cond);         \
+		}                                                                                  \
+	} while (0)
+
+/* What the callbacks saw, as one transcript: "[name|filename]data{end}". */
+struct transcript {
+	char buf[1 << 16];
+	size_t len;
+	int fail_data_with; /* make part_data fail with this, when non-zero */
+};
+
+static void put(struct transcript *t, const char *s, size_t n)
+{
+	if (t->len + n < sizeof(t->buf)) {
+		memcpy(t->buf + t->len, s, n);
+		t->len += n;
+		t->buf[t->len] = '\0';
+	}
+}
+
+static int on_begin(void *ud, const char *name, const char *filename)
+{
+	struct transcript *t = ud;
+
+	put(t, "[", 1);
+	put(t, name, strlen(name));
+	put(t, "|", 1);
+	if (filename)
+		put(t, filename, strlen(filename));
+	else
+		put(t, "(none)", 6);
+	put(t, "]", 1);
+	return 0;
+}
+
+static int on_data(void *ud, const char *buf, size_t len)
+{
+	struct transcript *t = ud;
+
+	if (t->fail_data_with)
+		return t->fail_data_with;
+	if (len == 0) /* the parser never reports empty data */
+		CHECK(len > 0);
+	put(t, buf, len);
+	return 0;
+}
+
+static int on_end(void *ud)
+{
+	put(ud, "{end}", 5);
+	return 0;
+}
+
+/* Parse body in chunks of the given sizes (cycled); 0 = all at once. Returns feed/finish error. */
+static int run(const char *boundary, const char *body, size_t len, const size_t *chunks,
+	       size_t nchunks, struct transcript *t, size_t max_parts, size_t max_hdr)
+{
+	MultipartCallbacks cb = { on_begin, on_data, on_end, t };
+	MultipartParser *p;
+	size_t off = 0, k = 0;
+	int r;
+
+	t->len = 0;
+	t->buf[0] = '\0';
+	r = multipart_parser_new(boundary, &cb, max_parts, max_hdr, &p);
+	if (r < 0)
+		return r;
+	while (off < len) {
+		size_t n = nchunks ? chunks[k++ % nchunks] : len;
+
+		if (n > len - off)
+			n = len - off;
+		r = multipart_feed(p, body + off, n);
+		if (r < 0)
+			goto out;
+		off += n;
+	}
+	r = multipart_finish(p);
+out:
+	multipart_parser_free(p);
+	return r;
+}
+
+static int run_simple(const char *boundary, const char *body, struct transcript *t)
+{
+	return run(boundary, body, strlen(body), NULL, 0, t, 1000, 8192);
+}
+
+static const char BODY[] =
+	"preamble line\r\n"
+	"--XyZ\r\n"
+	"Content-Disposition: form-data; name=\"path\"\r\n"
+	"\r\n"
+	"dir/out.txt\r\n"
+	"--XyZ  \r\n"
+	"content-disposition: form-data; name=file; filename=\"a \\\"q\\\".bin\"\r\n"
+	"Content-Type: application/octet-stream\r\n"
+	"\r\n"
+	"line1\r\n--XyZa\r\n\r\r\n-\r\n--X\r\n--XyZ-x\r\n\r\n"
+	"\r\n"
+	"--XyZ\r\n"
+	"Content-Disposition: form-data; name=\"empty\"\r\n"
+	"\r\n"
+	"\r\n"
+	"--XyZ--\r\n"
+	"epilogue --XyZ\r\n garbage";
+
+static const char EXPECT[] = "[path|(none)]dir/out.txt{end}"
+			     "[file|a \"q\".bin]line1\r\n--XyZa\r\n\r\r\n-\r\n--X\r\n--XyZ-x\r\n\r\n{end}"
+			     "[empty|(none)]{end}";
+
+static void test_whole_and_chunked(void)
+{
+	static struct transcript t;
+	size_t len = strlen(BODY);
+
+	CHECK(run_simple("XyZ", BODY, &t) == 0);
+	CHECK(strcmp(t.buf, EXPECT) == 0);
+	if (strcmp(t.buf, EXPECT) != 0)
+		fprintf(stderr, "got: %s\n", t.buf);
+
+	/* Every fixed chunk size, including one byte at a time. */
+	for (size_t n = 1; n <= len; n++) {
+		size_t chunks[1] = { n };
+		int r = run("XyZ", BODY, len, chunks, 1, &t, 1000, 8192);
+
+		if (r != 0 || strcmp(t.buf, EXPECT) != 0) {
+			CHECK(!"fixed chunking");
+			fprintf(stderr, "chunk size %zu: r=%d\n", n, r);
+			return;
+		}
+	}
+	passed++;
+
+	/* Random splits. */
+	srand(12345);
+	for (int iter = 0; iter < 2000; iter++) {
+		size_t chunks[16];
+		int r;
+
+		for (size_t k = 0; k < 16; k++)
+			chunks[k] = 1 + (size_t)rand() % 20;
+		r = run("XyZ", BODY, len, chunks, 16, &t, 1000, 8192);
+		if (r != 0 || strcmp(t.buf, EXPECT) != 0) {
+			CHECK(!"random chunking");
+			return;
+		}
+	}
+	passed++;
+
+	/* Every two-piece split: the boundary straddles each position once. */
+	for (size_t cut = 0; cut <= len; cut++) {
+		size_t chunks[2] = { cut ? cut : len, len };
+		int r = run("XyZ", BODY, len, chunks, 2, &t, 1000, 8192);
+
+		if (r != 0 || strcmp(t.buf, EXPECT) != 0) {
+			CHECK(!"two-piece split");
+			return;
+		}
+	}
+	passed++;
+}
+
+static void test_starts_without_preamble(void)
+{
+	static struct transcript t;
+
+	CHECK(run_simple("b", "--b\r\nContent-Disposition: form-data; name=a\r\n\r\nx\r\n--b--",
+			 &t) == 0);
+	CHECK(strcmp(t.buf, "[a|(none)]x{end}") == 0);
+	/* A delimiter in the preamble needs a CRLF before it: here only the close one counts. */
+	CHECK(run_simple("b", "x--b\r\nContent-Disposition: form-data; name=a\r\n\r\nx\r\n--b--",
+			 &t) == 0);
+	CHECK(t.len == 0);
+	CHECK(run_simple("b", "--b--", &t) == 0);
+	CHECK(t.len == 0);
+	/* Preamble with CR-heavy junk and a near miss. */
+	CHECK(run_simple("bb", "\r\r\n-\r\n--b\r\n--bb\r\nContent-Disposition: form-data; "
+			       "name=a\r\n\r\n\r\n--bb--\r\n",
+			 &t) == 0);
+	CHECK(strcmp(t.buf, "[a|(none)]{end}") == 0);
+}
+
+static void test_malformed(void)
+{
+	static struct transcript t;
+	const char *hdr = "Content-Disposition: form-data; name=a\r\n\r\n";
+	char big[20000];
+
+	/* Truncated: in data, in headers, before any delimiter, empty body. */
+	CHECK(run_simple("b", "--b\r\nContent-Disposition: form-data; name=a\r\n\r\nabc", &t) ==
+	      -EPIPE);
+	CHECK(run_simple("b", "--b\r\nContent-Disposition: form-da", &t) == -EPIPE);
+	CHECK(run_simple("b", "just text", &t) == -EPIPE);
+	CHECK(run_simple("b", "", &t) == -EPIPE);
+	CHECK(run_simple("b", "--b\r\nContent-Disposition: form-data; name=a\r\n\r\nabc\r\n--b", &t) ==
+	      -EPIPE);
+	CHECK(run_simple("b", "--b\r\nContent-Disposition: form-data; name=a\r\n\r\nabc\r\n--b\r\n",
+			 &t) == -EPIPE);
+
+	/* LF-only lines. */
+	CHECK(run_simple("b", "--b\nContent-Disposition: form-data; name=a\n\nx\n--b--\n", &t) ==
+	      -EBADMSG);
+	CHECK(run_simple("b", "--b\r\nContent-Disposition: form-data; name=a\n\r\n\r\nx\r\n--b--",
+			 &t) == -EBADMSG);
+	/* CR not followed by LF in a header; junk after padding. */
+	CHECK(run_simple("b", "--b\r\nContent-Disposition: form-data;\r name=a\r\n\r\n", &t) ==
+	      -EBADMSG);
+	CHECK(run_simple("b", "--b  x\r\n", &t) == -EBADMSG);
+	CHECK(run_simple("b", "--b\rx", &t) == -EBADMSG);
+
+	/* Headers: none, no disposition, no name, not form-data, folded, no colon, NUL, twice. */
+	CHECK(run_simple("b", "--b\r\n\r\nx\r\n--b--", &t) == -EBADMSG);
+	CHECK(run_simple("b", "--b\r\nContent-Type: text/plain\r\n\r\nx\r\n--b--", &t) == -EBADMSG);
+	CHECK(run_simple("b", "--b\r\nContent-Disposition: form-data\r\n\r\nx\r\n--b--", &t) ==
+	      -EBADMSG);
+	CHECK(run_simple("b", "--b\r\nContent-Disposition: attachment; name=a\r\n\r\nx\r\n--b--",
+			 &t) == -EBADMSG);
+	CHECK(run_simple("b", "--b\r\nContent-Disposition: form-data;\r\n name=a\r\n\r\nx\r\n--b--",
+			 &t) == -EBADMSG);
+	CHECK(run_simple("b", "--b\r\nbogus\r\n\r\nx\r\n--b--", &t) == -EBADMSG);
+	CHECK(run_simple("b", "--b\r\nContent-Disposition: form-data; name=\"a\r\n\r\nx\r\n--b--",
+			 &t) == -EBADMSG);
+	CHECK(run_simple("b", "--b\r\nContent-Disposition: form-data; name=a\r\n"
+			      "Content-Disposition: form-data; name=b\r\n\r\nx\r\n--b--",
+			 &t) == -EBADMSG);
+	{
+		const char nul[] = "--b\r\nContent-Disposition: form-data; name=a\0\r\n\r\nx\r\n--b--";
+
+		CHECK(run("b", nul, sizeof(nul) - 1, NULL, 0, &t, 1000, 8192) == -EBADMSG);
+	}
+
+	/* A header block over the cap. */
+	snprintf(big, sizeof(big), "--b\r\nContent-Disposition: form-data; name=a\r\nX-Pad: %0*d\r\n"
+				   "\r\nx\r\n--b--",
+		 9000, 0);
+	CHECK(run_simple("b", big, &t) == -EMSGSIZE);
+	CHECK(run("b", big, strlen(big), NULL, 0, &t, 1000, 16384) == 0);
+
+	/* Too many parts. */
+	{
+		size_t n = 0;
+
+		for (int i = 0; i < 5; i++)
+			n += (size_t)snprintf(big + n, sizeof(big) - n, "--b\r\n%sx\r\n", hdr);
+		snprintf(big + n, sizeof(big) - n, "--b--");
+		CHECK(run("b", big, strlen(big), NULL, 0, &t, 5, 8192) == 0);
+		CHECK(run("b", big, strlen(big), NULL, 0, &t, 4, 8192) == -E2BIG);
+	}
+
+	/* A callback's error stops the parser and sticks. */
+	t.fail_data_with = -ENOSPC;
+	CHECK(run_simple("b", "--b\r\nContent-Disposition: form-data; name=a\r\n\r\nxyz\r\n--b--",
+			 &t) == -ENOSPC);
+	t.fail_data_with = 0;
+}
+
+static void test_disposition_params(void)
+{
+	static struct transcript t;
+
+	CHECK(run_simple("b", "--b\r\nContent-Disposition: FORM-DATA ; NAME = \"a;b\" ; "
+			      "filename*=UTF-8''x%20y ; filename=\"c:\\\\dir\\\\f.txt\"\r\n\r\nq\r\n"
+			      "--b--",
+			 &t) == 0);
+	CHECK(strcmp(t.buf, "[a;b|c:\\dir\\f.txt]q{end}") == 0);
+	CHECK(run_simple("b", "--b\r\nContent-Disposition: form-data; name=\"\"; filename=\"\"\r\n"
+			      "\r\n\r\n--b--",
+			 &t) == 0);
+	CHECK(strcmp(t.buf, "[|]{end}") == 0);
+	if (strcmp(t.buf, "[|]{end}") != 0)
+		fprintf(stderr, "got: %s\n", t.buf);
+}
+
+static void test_boundary_from_content_type(void)
+{
+	char b[MULTIPART_BOUNDARY_MAX + 1];
+
+	CHECK(multipart_boundary_from_content_type("multipart/form-data; boundary=abc", b,
+						   sizeof(b)) == 0 &&
+	      strcmp(b, "abc") == 0);
+	CHECK(multipart_boundary_from_content_type("Multipart/Form-Data;charset=utf-8;"
+						   "boundary=\"a b:c\"",
+						   b, sizeof(b)) == 0 &&
+	      strcmp(b, "a b:c") == 0);
+	CHECK(multipart_boundary_from_content_type("multipart/form-data", b, sizeof(b)) == -EINVAL);
+	CHECK(multipart_boundary_from_content_type("multipart/form-data; boundary=", b, sizeof(b)) ==
+	      -EINVAL);
+	CHECK(multipart_boundary_from_content_type("multipart/form-data; boundary=\"abc", b,
+						   sizeof(b)) == -EINVAL);
+	CHECK(multipart_boundary_from_content_type("application/json", b, sizeof(b)) ==
+	      -EMEDIUMTYPE);
+	CHECK(multipart_boundary_from_content_type("multipart/form-dataX; boundary=a", b,
+						   sizeof(b)) == -EMEDIUMTYPE);
+	CHECK(multipart_boundary_from_content_type("multipart/mixed; boundary=a", b, sizeof(b)) ==
+	      -EMEDIUMTYPE);
+	{
+		char ct[400];
+
+		snprintf(ct, sizeof(ct), "multipart/form-data; boundary=%0*d",
+			 MULTIPART_BOUNDARY_MAX + 1, 0);
+		CHECK(multipart_boundary_from_content_type(ct, b, sizeof(b)) == -EINVAL);
+	}
+}
+
+static void test_parser_new(void)
+{
+	MultipartCallbacks cb = { 0 };
+	MultipartParser *p = NULL;
+
+	CHECK(multipart_parser_new("", &cb, 10, 100, &p) == -EINVAL);
+	CHECK(multipart_parser_new("a\rb", &cb, 10, 100, &p) == -EINVAL);
+	CHECK(multipart_parser_new("ok", &cb, 10, 100, &p) == 0);
+	CHECK(multipart_parts(p) == 0);
+	multipart_parser_free(p);
+	CHECK(multipart_parser_free(NULL) == NULL);
+}
+
+/* Random bytes, and random mutations of a valid body: no crash, errors only as -errno. */
+static void test_garbage(void)
+{
+	static struct transcript t;
+	static char buf[4096];
+	size_t len = strlen(BODY);
+	bool ok = true;
+
+	srand(777);
+	for (int iter = 0; iter < 3000; iter++) {
+		size_t chunks[3] = { 1 + (size_t)rand() % 7, 1 + (size_t)rand() % 100, 3 };
+		int r;
+
+		memcpy(buf, BODY, len);
+		for (int m = 0; m < 1 + iter % 5; m++)
+			buf[(size_t)rand() % len] = "\r\n-X\"\\;=:a\0"[rand() % 12];
+		r = run("XyZ", buf, len, chunks, 3, &t, 1000, 8192);
+		if (r > 0 || (r < 0 && r != -EBADMSG && r != -EPIPE && r != -EMSGSIZE))
+			ok = false;
+	}
+	CHECK(ok);
+}
+
+int main(void)
+{
+	test_parser_new();
+	test_whole_and_chunked();
+	test_starts_without_preamble();
+	test_malformed();
+	test_disposition_params();
+	test_boundary_from_content_type();
+	test_garbage();
+	printf("%d passed, %d failed\n", passed, failed);
+	return failed ? 1 : 0;
+}
