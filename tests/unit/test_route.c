@@ -1,0 +1,154 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests for routing, per-segment percent-decoding, id checks and query look-ups. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "route.h"
+
+static int passed, failed;
+
+#define CHECK(cond)                                                                                \
+	do {                                                                                       \
+		if (cond) {                                                                        \
+			passed++;                                                                  \
+		} else {                                                                           \
+			failed++;                                                                  \
+			fprintf(stderr, "%s:%d: FAILED: %s\n", __FILE__, __LINE__, #cond);         \
+		}                                                                                  \
+	} while (0)
+
+static void h(ReqCtx *rq)
+{
+	(void)rq;
+}
+
+static const Route routes[] = {
+	{ "create", "POST", "/sessions", h },
+	{ "exec", "POST", "/sessions/{id}/exec", h },
+	{ "destroy", "DELETE", "/sessions/{id}", h },
+	{ "list", "GET", "/sessions/{id}/files/list", h },
+	{ "get", "GET", "/sessions/{id}/files", h },
+	{ "put", "POST", "/sessions/{id}/files", h },
+};
+static const RouteTable table = { "test", routes, sizeof(routes) / sizeof(routes[0]) };
+
+static void test_match(void)
+{
+	RouteMatch m;
+	char big[12000];
+
+	CHECK(route_match(&table, "POST", "/sessions", &m) == ROUTE_FOUND);
+	CHECK(strcmp(m.route->name, "create") == 0 && m.id[0] == '\0');
+	CHECK(route_match(&table, "POST", "/sessions/abc-1_Z/exec", &m) == ROUTE_FOUND);
+	CHECK(strcmp(m.route->name, "exec") == 0 && strcmp(m.id, "abc-1_Z") == 0);
+	CHECK(route_match(&table, "GET", "/sessions/x/files/list", &m) == ROUTE_FOUND);
+	CHECK(strcmp(m.route->name, "list") == 0);
+	CHECK(route_match(&table, "GET", "/sessions/x/files", &m) == ROUTE_FOUND);
+	CHECK(strcmp(m.route->name, "get") == 0);
+	CHECK(route_match(&table, "POST", "/sessions/x/files", &m) == ROUTE_FOUND);
+	CHECK(strcmp(m.route->name, "put") == 0);
+	CHECK(route_match(&table, "DELETE", "/sessions/x", &m) == ROUTE_FOUND);
+	/* Escapes decode per segment; literals may be escaped too. */
+	CHECK(route_match(&table, "POST", "/sessions/a%2Db/exec", &m) == ROUTE_FOUND);
+	CHECK(strcmp(m.id, "a-b") == 0);
+	CHECK(route_match(&table, "POST", "/%73essions/a/%65xec", &m) == ROUTE_FOUND);
+
+	/* Unknown paths. */
+	CHECK(route_match(&table, "GET", "/", &m) == ROUTE_NOT_FOUND);
+	CHECK(route_match(&table, "GET", "", &m) == ROUTE_NOT_FOUND);
+	CHECK(route_match(&table, "POST", "/sessions/", &m) == ROUTE_NOT_FOUND);
+	CHECK(route_match(&table, "POST", "/sessions/a/exec/", &m) == ROUTE_NOT_FOUND);
+	CHECK(route_match(&table, "POST", "/sessions/a/exec/more", &m) == ROUTE_NOT_FOUND);
+	CHECK(route_match(&table, "POST", "//sessions", &m) == ROUTE_NOT_FOUND);
+	CHECK(route_match(&table, "POST", "/sessionsx", &m) == ROUTE_NOT_FOUND);
+	CHECK(route_match(&table, "POST", "/sessions%2Fa/exec", &m) == ROUTE_NOT_FOUND);
+	CHECK(route_match(&table, "POST", "/sess%zzions", &m) == ROUTE_NOT_FOUND);
+	CHECK(route_match(&table, "GET", "/v1/code", &m) == ROUTE_NOT_FOUND);
+
+	/* Wrong method: the Allow list names every method on the path. */
+	CHECK(route_match(&table, "GET", "/sessions", &m) == ROUTE_BAD_METHOD);
+	CHECK(strcmp(m.allow, "POST") == 0);
+	CHECK(route_match(&table, "DELETE", "/sessions/x/files", &m) == ROUTE_BAD_METHOD);
+	CHECK(strcmp(m.allow, "GET, POST") == 0);
+	CHECK(route_match(&table, "PUT", "/sessions/x", &m) == ROUTE_BAD_METHOD);
+	CHECK(strcmp(m.allow, "DELETE") == 0);
+
+	/* Ids that decode to something outside [A-Za-z0-9_-]{1,128}. */
+	CHECK(route_match(&table, "POST", "/sessions/a%2Fb/exec", &m) == ROUTE_BAD_ID);
+	CHECK(route_match(&table, "POST", "/sessions/a%00b/exec", &m) == ROUTE_BAD_ID);
+	CHECK(route_match(&table, "POST", "/sessions/a%zz/exec", &m) == ROUTE_BAD_ID);
+	CHECK(route_match(&table, "POST", "/sessions/a%/exec", &m) == ROUTE_BAD_ID);
+	CHECK(route_match(&table, "POST", "/sessions/a%4/exec", &m) == ROUTE_BAD_ID);
+	CHECK(route_match(&table, "POST", "/sessions/../exec", &m) == ROUTE_BAD_ID);
+	CHECK(route_match(&table, "POST", "/sessions/a.b/exec", &m) == ROUTE_BAD_ID);
+	CHECK(route_match(&table, "DELETE", "/sessions/%20", &m) == ROUTE_BAD_ID);
+	CHECK(route_match(&table, "DELETE", "/sessions/%C3%A9", &m) == ROUTE_BAD_ID);
+	memset(big, 'a', sizeof(big));
+	memcpy(big, "/sessions/", 10);
+	big[10 + 128] = '\0';
+	CHECK(route_match(&table, "DELETE", big, &m) == ROUTE_FOUND);
+	CHECK(strlen(m.id) == 128);
+	big[10 + 128] = 'a';
+	big[10 + 129] = '\0';
+	CHECK(route_match(&table, "DELETE", big, &m) == ROUTE_BAD_ID);
+	big[sizeof(big) - 1] = '\0';
+	CHECK(route_match(&table, "DELETE", big, &m) == ROUTE_BAD_ID);
+	for (size_t i = 10; i + 3 < sizeof(big) - 1; i += 3)
+		memcpy(big + i, "%41", 3);
+	CHECK(route_match(&table, "DELETE", big, &m) == ROUTE_BAD_ID);
+}
+
+static void test_decode(void)
+{
+	char out[64];
+
+	CHECK(route_pct_decode("a%41%62+c", 9, out, true) == 5 && strcmp(out, "aAb c") == 0);
+	CHECK(route_pct_decode("a+c", 3, out, false) == 3 && strcmp(out, "a+c") == 0);
+	CHECK(route_pct_decode("%", 1, out, false) == -EINVAL);
+	CHECK(route_pct_decode("%4", 2, out, false) == -EINVAL);
+	CHECK(route_pct_decode("%4g", 3, out, false) == -EINVAL);
+	CHECK(route_pct_decode("%00", 3, out, false) == 1 && out[0] == '\0');
+	CHECK(route_pct_decode("", 0, out, false) == 0);
+}
+
+static void test_id(void)
+{
+	CHECK(route_id_valid("node1-AbC_9", 11));
+	CHECK(!route_id_valid("", 0));
+	CHECK(!route_id_valid("a/b", 3));
+	CHECK(!route_id_valid("a\0b", 3));
+}
+
+static void test_query(void)
+{
+	char *v = NULL;
+
+	CHECK(query_get("path=a%2Fb.txt&x=1", "path", &v) == 1 && strcmp(v, "a/b.txt") == 0);
+	free(v);
+	CHECK(query_get("x=1&path=a+b&path=c", "path", &v) == 1 && strcmp(v, "a b") == 0);
+	free(v);
+	CHECK(query_get("pa%74h=q", "path", &v) == 1 && strcmp(v, "q") == 0);
+	free(v);
+	CHECK(query_get("path=", "path", &v) == 1 && strcmp(v, "") == 0);
+	free(v);
+	CHECK(query_get("path", "path", &v) == 1 && strcmp(v, "") == 0);
+	free(v);
+	CHECK(query_get("", "path", &v) == 0 && v == NULL);
+	CHECK(query_get("paths=1&xpath=2&&", "path", &v) == 0);
+	CHECK(query_get("path=%00", "path", &v) == -EINVAL);
+	CHECK(query_get("path=%zz", "path", &v) == -EINVAL);
+	CHECK(query_get("file_id=f1", "file_id", &v) == 1 && strcmp(v, "f1") == 0);
+	free(v);
+}
+
+int main(void)
+{
+	test_match();
+	test_decode();
+	test_id();
+	test_query();
+	printf("%d passed, %d failed\n", passed, failed);
+	return failed ? 1 : 0;
+}
