@@ -73,3 +73,6 @@ int sandbox_cgroup_remove(SandboxEnv *env, const char *id);
 int sandbox_usage(SandboxEnv *env, const char *id, SandboxUsage *ret);
 /* Ids of session cgroups and workspaces that exist on the host, for orphan cleanup. */
 int sandbox_list_leftovers(SandboxEnv *env, char ***ids_ret, size_t *n_ret);
+
+/* Why the last failing sandbox_* call of this thread failed: step and errno, for the log. */
+const char *sandbox_last_error(void);

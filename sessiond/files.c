@@ -1,0 +1,275 @@
+/* SPDX-License-Identifier: MIT */
+/* Requests on a session's workspace: list, get, put (two steps), the text editor. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "log.h"
+#include "session.h"
+#include "wsfs.h"
+
+/* An upload in progress on one worker connection: the unnamed file and whose it is. */
+typedef struct Upload {
+	char session_id[SESSION_ID_MAX + 1];
+	char *tenant; /* as checked at `put` */
+	int fd;	      /* O_TMPFILE in the workspace; sessiond's copy */
+} Upload;
+
+/* Map a confined file operation's error to a reply. */
+static json_object *fs_error(int r, const char *path)
+{
+	switch (r) {
+	case -EXDEV:
+	case -ELOOP:
+	case -EPERM:
+	case -EACCES:
+		return reply_error("forbidden", "path is outside the session workspace: %.200s",
+				   path);
+	case -ENOENT:
+		return reply_error("not_found", "no such file or directory: %.200s", path);
+	case -ENOTDIR:
+		return reply_error("not_found", "not a directory: %.200s", path);
+	case -EISDIR:
+		return reply_error("bad_request", "path is a directory: %.200s", path);
+	case -EINVAL:
+	case -ENAMETOOLONG:
+		return reply_error("invalid", "invalid path: %.200s", path);
+	case -ENOSPC:
+	case -EFBIG:
+	case -EDQUOT:
+		return reply_error("too_large", "the session workspace is full");
+	default:
+		log_err("workspace operation failed: %s", strerror(-r));
+		return reply_error("internal", "workspace operation failed");
+	}
+}
+
+json_object *produced_files(Session *s, const struct timespec *since)
+{
+	json_object *arr = json_object_new_array();
+	char **paths = NULL;
+	size_t n = 0;
+	size_t max = (size_t)s->m->cfg->produced_files_max;
+
+	if (max == 0 || wsfs_changed_since(s->ws_fd, since, max, &paths, &n) < 0)
+		return arr;
+	for (size_t i = 0; i < n; i++) {
+		char id[64];
+
+		if (store_file_id(s->m->store, s->id, paths[i], id, sizeof(id)) == 0) {
+			json_object *f = json_object_new_object();
+
+			json_object_object_add(f, "file_id", json_object_new_string(id));
+			json_object_object_add(f, "filename", json_object_new_string(paths[i]));
+			json_object_array_add(arr, f);
+		}
+		free(paths[i]);
+	}
+	free(paths);
+	return arr;
+}
+
+void op_list(Manager *m, Conn *c, Session *s, json_object *req)
+{
+	const char *path = req_string(req, "path") ?: ".";
+	char rel[4096];
+	json_object *files = NULL, *o;
+	bool truncated = false;
+	int r;
+
+	r = wsfs_normalize(path, true, rel, sizeof(rel));
+	if (r == 0)
+		r = wsfs_list(s->ws_fd, rel, (size_t)m->cfg->list_max_entries, &files, &truncated);
+	if (r < 0) {
+		conn_reply(c, fs_error(r, path), NULL, 0);
+		return;
+	}
+	o = reply_ok();
+	json_object_object_add(o, "files", files);
+	json_object_object_add(o, "truncated", json_object_new_boolean(truncated));
+	conn_reply(c, o, NULL, 0);
+}
+
+void op_get(Manager *m, Conn *c, Session *s, json_object *req)
+{
+	const char *path = req_string(req, "path");
+	const char *file_id = req_string(req, "file_id");
+	_cleanup_free_ char *by_id = NULL;
+	char rel[4096];
+	struct stat st;
+	json_object *o;
+	int fd, r;
+
+	if (!path && file_id) {
+		r = store_file_path(m->store, s->id, file_id, &by_id);
+		if (r < 0) {
+			conn_reply(c, reply_error("not_found", "unknown file_id"), NULL, 0);
+			return;
+		}
+		path = by_id;
+	}
+	if (!path) {
+		conn_reply(c, reply_error("invalid", "path or file_id is required"), NULL, 0);
+		return;
+	}
+	r = wsfs_normalize(path, false, rel, sizeof(rel));
+	fd = r < 0 ? r : wsfs_open_read(s->ws_fd, rel, &st);
+	if (fd < 0) {
+		conn_reply(c, fs_error(fd, path), NULL, 0);
+		return;
+	}
+	o = reply_ok();
+	json_object_object_add(o, "path", json_object_new_string(rel));
+	json_object_object_add(o, "size_bytes", json_object_new_int64(st.st_size));
+	json_object_object_add(o, "mime_type", json_object_new_string(wsfs_guess_mime(rel)));
+	conn_reply(c, o, &fd, 1);
+}
+
+void upload_drop(Manager *m, Conn *c)
+{
+	Upload *u = conn_get_data(c);
+
+	(void)m;
+	if (!u)
+		return;
+	close(u->fd);
+	free(u->tenant);
+	free(u);
+	conn_set_data(c, NULL);
+}
+
+void op_put(Manager *m, Conn *c, Session *s, json_object *req)
+{
+	Upload *u;
+	int fd, dup_fd;
+
+	(void)req;
+	upload_drop(m, c);
+	fd = wsfs_open_tmp(s->ws_fd, s->uid, s->uid);
+	if (fd < 0) {
+		conn_reply(c, fs_error(fd, "(upload)"), NULL, 0);
+		return;
+	}
+	dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	u = calloc(1, sizeof(*u));
+	if (dup_fd < 0 || !u || (s->tenant && !(u->tenant = strdup(s->tenant)))) {
+		close(fd);
+		if (dup_fd >= 0)
+			close(dup_fd);
+		if (u)
+			free(u);
+		conn_reply(c, reply_error("internal", "out of resources"), NULL, 0);
+		return;
+	}
+	memcpy(u->session_id, s->id, sizeof(u->session_id));
+	u->fd = fd;
+	conn_set_data(c, u);
+	conn_reply(c, reply_ok(), &dup_fd, 1);
+}
+
+void op_put_commit(Manager *m, Conn *c, json_object *req)
+{
+	Upload *u = conn_get_data(c);
+	const char *path = req_string(req, "path");
+	char rel[4096];
+	struct stat st;
+	Session *s;
+	json_object *o;
+	int r;
+
+	if (!u) {
+		conn_reply(c, reply_error("bad_request", "no upload in progress"), NULL, 0);
+		return;
+	}
+	s = session_find(m, u->session_id, u->tenant);
+	if (!s) {
+		upload_drop(m, c);
+		conn_reply(c, reply_error("not_found", "unknown session"), NULL, 0);
+		return;
+	}
+	if (!path) {
+		upload_drop(m, c);
+		conn_reply(c, reply_error("invalid", "path is required"), NULL, 0);
+		return;
+	}
+	if (fstat(u->fd, &st) < 0 || st.st_size > m->cfg->put_max_bytes) {
+		upload_drop(m, c);
+		conn_reply(c, reply_error("too_large", "the file is larger than %lld bytes",
+					  (long long)m->cfg->put_max_bytes),
+			   NULL, 0);
+		return;
+	}
+	r = wsfs_normalize(path, false, rel, sizeof(rel));
+	if (r == 0)
+		r = wsfs_commit(s->ws_fd, u->fd, rel, s->uid, s->uid);
+	upload_drop(m, c);
+	if (r < 0) {
+		conn_reply(c, fs_error(r, path), NULL, 0);
+		return;
+	}
+	s->last_activity_at = now_real();
+	o = reply_ok();
+	json_object_object_add(o, "path", json_object_new_string(rel));
+	json_object_object_add(o, "size_bytes", json_object_new_int64(st.st_size));
+	conn_reply(c, o, NULL, 0);
+}
+
+void op_put_abort(Manager *m, Conn *c)
+{
+	upload_drop(m, c);
+	conn_reply(c, reply_ok(), NULL, 0);
+}
+
+void op_edit(Manager *m, Conn *c, Session *s, json_object *req)
+{
+	json_object *input, *o;
+	EditorResult res = { 0 };
+	const char *detail = NULL;
+	struct timespec since;
+	uint64_t t0 = now_ms();
+	int r;
+
+	if (!json_object_object_get_ex(req, "input", &input) ||
+	    !json_object_is_type(input, json_type_object)) {
+		conn_reply(c, reply_error("invalid", "input must be an object"), NULL, 0);
+		return;
+	}
+	if (s->run) {
+		conn_reply(c, reply_error("busy", "the session is running another call"), NULL,
+			   0);
+		return;
+	}
+	clock_gettime(CLOCK_REALTIME, &since);
+	r = editor_run(s->ws_fd, s->uid, s->uid, (size_t)m->cfg->editor_max_bytes, s->undo, input,
+		       &res, &detail);
+	if (r == -EINVAL) {
+		conn_reply(c, reply_error("invalid", "%s", detail ?: "invalid editor input"), NULL,
+			   0);
+		return;
+	}
+	if (r < 0) {
+		log_err("SESSION_ID=%s editor failed: %s", s->id, strerror(-r));
+		conn_reply(c, reply_error("internal", "the editor failed"), NULL, 0);
+		return;
+	}
+	o = reply_ok();
+	json_object_object_add(o, "stdout", json_object_new_string(res.out ?: ""));
+	json_object_object_add(o, "stderr", json_object_new_string(res.err ?: ""));
+	json_object_object_add(o, "return_code", json_object_new_int(res.return_code));
+	json_object_object_add(o, "execution_time_ms",
+			       json_object_new_int64((int64_t)(now_ms() - t0)));
+	json_object_object_add(o, "timed_out", json_object_new_boolean(false));
+	json_object_object_add(o, "usage", json_object_new_object());
+	json_object_object_add(o, "files", produced_files(s, &since));
+	s->last_activity_at = now_real();
+	store_session_touch(m->store, s->id, s->last_activity_at);
+	store_exec_log(m->store, s->id, "editor", now_real(), (int64_t)(now_ms() - t0),
+		       res.return_code, res.return_code == 0 ? "ok" : "error");
+	editor_result_clear(&res);
+	conn_reply(c, o, NULL, 0);
+}

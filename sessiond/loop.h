@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: MIT */
+/* The daemon's event loop: epoll over fds, one-shot timers, a before-sleep hook. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct Loop Loop;
+typedef struct LoopSource LoopSource;
+
+/* Called with the epoll events that fired; data as given at registration. */
+typedef void (*loop_fd_cb)(Loop *l, int fd, uint32_t events, void *data);
+/* Called once when a timer expires. */
+typedef void (*loop_timer_cb)(Loop *l, void *data);
+
+int loop_new(Loop **ret);
+Loop *loop_free(Loop *l);
+
+/* Watch fd (not owned) for events. The returned source is owned by the loop until
+ * loop_remove(). */
+int loop_add_fd(Loop *l, int fd, uint32_t events, loop_fd_cb cb, void *data, LoopSource **ret);
+int loop_modify_fd(Loop *l, LoopSource *s, uint32_t events);
+
+/* Fire cb once after ms milliseconds (monotonic). */
+int loop_add_timer(Loop *l, uint64_t ms, loop_timer_cb cb, void *data, LoopSource **ret);
+
+/* Stop watching and free the source; safe to call from inside its own callback.
+ * Accepts NULL; returns NULL for `s = loop_remove(l, s);`. */
+LoopSource *loop_remove(Loop *l, LoopSource *s);
+
+/* Run until loop_quit(). */
+int loop_run(Loop *l);
+void loop_quit(Loop *l);
+
+/* Milliseconds on the monotonic clock, and POSIX seconds as a double. */
+uint64_t now_ms(void);
+double now_real(void);

@@ -1,0 +1,151 @@
+/* SPDX-License-Identifier: MIT */
+/* paddock-sessiond: the root daemon that owns every session's sandbox. */
+#include <errno.h>
+#include <getopt.h>
+#include <grp.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "log.h"
+#include "loop.h"
+#include "manager.h"
+#include "server.h"
+
+/* The daemon's top-level context: what main() wires together. */
+typedef struct Daemon {
+	PaddockConfig cfg;
+	Loop *loop;
+	Manager *mgr;
+	Server *srv;
+	int sigfd;	 /* SIGTERM, SIGINT, SIGCHLD */
+	LoopSource *sig_src;
+} Daemon;
+
+static void on_signal(Loop *l, int fd, uint32_t events, void *data)
+{
+	struct signalfd_siginfo si;
+
+	(void)events;
+	(void)data;
+	while (read(fd, &si, sizeof(si)) == sizeof(si)) {
+		if (si.ssi_signo == SIGCHLD) {
+			/* Sandboxes' inits are our children; their exit is seen through pidfds. */
+			while (waitpid(-1, NULL, WNOHANG) > 0)
+				;
+			continue;
+		}
+		log_info("signal %u: shutting down", si.ssi_signo);
+		loop_quit(l);
+	}
+}
+
+static int setup_signals(Daemon *d)
+{
+	sigset_t mask;
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGCHLD);
+	if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
+		return -errno;
+	signal(SIGPIPE, SIG_IGN);
+	d->sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (d->sigfd < 0)
+		return -errno;
+	return loop_add_fd(d->loop, d->sigfd, EPOLLIN, on_signal, d, &d->sig_src);
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: paddock-sessiond [--config FILE] [--check-config]\n");
+}
+
+static int open_server(Daemon *d)
+{
+	const PaddockConfig *c = &d->cfg;
+	struct passwd *pw = getpwnam(c->worker_user);
+	struct group *gr = getgrnam(c->socket_group);
+	gid_t gid = gr ? gr->gr_gid : (gid_t)-1;
+	char path[4096];
+
+	if (mkdir(c->runtime_dir, 0750) == 0 && gid != (gid_t)-1 &&
+	    chown(c->runtime_dir, 0, gid) < 0)
+		log_warn("cannot give %s to group %s: %m", c->runtime_dir, c->socket_group);
+	snprintf(path, sizeof(path), "%s/sessiond.sock", c->runtime_dir);
+	if (!pw)
+		log_warn("worker_user %s does not exist: only root may connect", c->worker_user);
+	return server_new(d->loop, path, pw ? pw->pw_uid : (uid_t)-1, gid,
+			  manager_handle_request, manager_conn_closed, d->mgr, &d->srv);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "check-config", no_argument, NULL, 'C' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	const char *config_path = getenv("PADDOCK_CONFIG");
+	bool check = false;
+	Daemon d = { .sigfd = -1 };
+	char err[512] = "";
+	int opt, r;
+
+	while ((opt = getopt_long(argc, argv, "c:Ch", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'c': config_path = optarg; break;
+		case 'C': check = true; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (config_load(&d.cfg, config_path, err, sizeof(err)) < 0) {
+		fprintf(stderr, "paddock-sessiond: configuration: %s\n", err);
+		return 2;
+	}
+	if (check) {
+		config_dump(&d.cfg, stdout);
+		config_free(&d.cfg);
+		return 0;
+	}
+	r = log_level_from_string(d.cfg.log_level);
+	log_open("paddock-sessiond", d.cfg.log_target, r < 0 ? LOG_LVL_INFO : r);
+	if (geteuid() != 0) {
+		log_err("paddock-sessiond must run as root");
+		return 1;
+	}
+	r = loop_new(&d.loop);
+	if (r == 0)
+		r = setup_signals(&d);
+	if (r == 0)
+		r = manager_new(&d.cfg, d.loop, &d.mgr);
+	if (r == 0) {
+		r = open_server(&d);
+		if (r < 0)
+			log_err("cannot listen in %s: %s", d.cfg.runtime_dir, strerror(-r));
+	}
+	if (r == 0) {
+		log_info("ready: node %s, state in %s", d.cfg.node_name, d.cfg.state_dir);
+		r = loop_run(d.loop);
+	}
+	d.srv = server_free(d.srv);
+	d.mgr = manager_free(d.mgr);
+	loop_remove(d.loop, d.sig_src);
+	if (d.sigfd >= 0)
+		close(d.sigfd);
+	d.loop = loop_free(d.loop);
+	config_free(&d.cfg);
+	log_info("stopped");
+	return r < 0 ? 1 : 0;
+}

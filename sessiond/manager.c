@@ -1,0 +1,746 @@
+/* SPDX-License-Identifier: MIT */
+/* The session manager: request dispatch, session lifetime, reclaim, teardown. */
+#include "manager.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "log.h"
+#include "session.h"
+
+#define ZOMBIE_RETRY_MS 20
+#define ZOMBIE_MAX_TRIES 500
+#define EXEC_LOG_KEEP 100000
+
+/* ---- reply helpers ---- */
+
+json_object *reply_ok(void)
+{
+	json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "ok", json_object_new_boolean(true));
+	return o;
+}
+
+json_object *reply_error(const char *kind, const char *fmt, ...)
+{
+	json_object *o = json_object_new_object();
+	char detail[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(detail, sizeof(detail), fmt, ap);
+	va_end(ap);
+	json_object_object_add(o, "ok", json_object_new_boolean(false));
+	json_object_object_add(o, "error", json_object_new_string(kind));
+	json_object_object_add(o, "detail", json_object_new_string(detail));
+	return o;
+}
+
+const char *req_string(json_object *req, const char *key)
+{
+	json_object *v;
+
+	if (!json_object_object_get_ex(req, key, &v) || !json_object_is_type(v, json_type_string))
+		return NULL;
+	return json_object_get_string(v);
+}
+
+bool req_int(json_object *req, const char *key, int64_t *out)
+{
+	json_object *v;
+
+	if (!json_object_object_get_ex(req, key, &v) || !json_object_is_type(v, json_type_int))
+		return false;
+	*out = json_object_get_int64(v);
+	return true;
+}
+
+/* ---- ids and uids ---- */
+
+static bool id_valid(const char *id)
+{
+	size_t n = 0;
+
+	for (const char *p = id; *p; p++, n++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		      (*p >= '0' && *p <= '9') || *p == '-' || *p == '_'))
+			return false;
+	return n >= 1 && n <= SESSION_ID_MAX;
+}
+
+/* <node>-<22 chars of base64url>: 128 random bits, URL-safe, routable by prefix. */
+static int session_id_new(const char *node, char *out, size_t outlen)
+{
+	static const char abc[] =
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+	uint8_t rnd[22];
+	size_t n;
+
+	if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
+		return -EIO;
+	n = (size_t)snprintf(out, outlen, "%s-", node);
+	if (n + sizeof(rnd) + 1 > outlen)
+		return -ENAMETOOLONG;
+	for (size_t i = 0; i < sizeof(rnd); i++)
+		out[n + i] = abc[rnd[i] & 63];
+	out[n + sizeof(rnd)] = '\0';
+	return 0;
+}
+
+static int uid_take(Manager *m, uid_t *uid)
+{
+	for (int64_t i = 0; i < m->cfg->uid_count; i++)
+		if (!m->uids[i]) {
+			m->uids[i] = 1;
+			*uid = (uid_t)(m->cfg->uid_base + i);
+			return 0;
+		}
+	return -EAGAIN;
+}
+
+static void uid_release(Manager *m, uid_t uid)
+{
+	int64_t i = (int64_t)uid - m->cfg->uid_base;
+
+	if (i >= 0 && i < m->cfg->uid_count)
+		m->uids[i] = 0;
+}
+
+/* ---- lookup ---- */
+
+Session *session_find(Manager *m, const char *id, const char *tenant)
+{
+	if (!id || !id_valid(id))
+		return NULL;
+	for (Session *s = m->sessions; s; s = s->next) {
+		if (strcmp(s->id, id) != 0)
+			continue;
+		/* Another tenant's session does not exist, as far as this caller knows. */
+		if ((s->tenant == NULL) != (tenant == NULL))
+			return NULL;
+		if (s->tenant && strcmp(s->tenant, tenant) != 0)
+			return NULL;
+		return s;
+	}
+	return NULL;
+}
+
+/* ---- teardown ---- */
+
+static void zombie_free(Zombie *z)
+{
+	Manager *m = z->m;
+
+	loop_remove(m->loop, z->src);
+	if (z->pidfd >= 0)
+		close(z->pidfd);
+	uid_release(m, z->uid);
+	if (z->prev)
+		z->prev->next = z->next;
+	else
+		m->zombies = z->next;
+	if (z->next)
+		z->next->prev = z->prev;
+	free(z);
+}
+
+/* init is gone: remove the cgroup (retrying while tasks drain), then the workspace. */
+static void zombie_reap_step(Loop *l, void *data)
+{
+	Zombie *z = data;
+	int r;
+
+	z->src = NULL;
+	r = sandbox_cgroup_remove(z->m->env, z->id);
+	if (r == -EBUSY && ++z->tries < ZOMBIE_MAX_TRIES) {
+		if (loop_add_timer(l, ZOMBIE_RETRY_MS, zombie_reap_step, z, &z->src) == 0)
+			return;
+	}
+	if (r < 0)
+		log_warn("SESSION_ID=%s cgroup not removed: %s (cleaned at next start)", z->id,
+			 strerror(-r));
+	r = workspace_destroy(z->m->env, z->id);
+	if (r < 0)
+		log_warn("SESSION_ID=%s workspace not removed: %s", z->id, strerror(-r));
+	log_debug("SESSION_ID=%s sandbox gone", z->id);
+	zombie_free(z);
+}
+
+static void on_zombie_exit(Loop *l, int fd, uint32_t events, void *data)
+{
+	Zombie *z = data;
+
+	(void)fd;
+	(void)events;
+	z->src = loop_remove(l, z->src);
+	close(z->pidfd);
+	z->pidfd = -1;
+	zombie_reap_step(l, z);
+}
+
+static void session_unlink(Session *s)
+{
+	Manager *m = s->m;
+
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		m->sessions = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	m->n_sessions--;
+}
+
+/* Kill the sandbox and hand its remains to a zombie that waits for init to exit. */
+void session_destroy(Session *s, const char *why)
+{
+	Manager *m = s->m;
+	Zombie *z;
+
+	log_info("SESSION_ID=%s destroyed KILL_REASON=%s", s->id, why);
+	run_abort(s, why);
+	for (int k = 0; k < INTERP_KIND_COUNT; k++)
+		interp_destroy(&s->interps[k]);
+	loop_remove(m->loop, s->ctl_src);
+	if (s->sb.pidfd >= 0)
+		syscall(SYS_pidfd_send_signal, s->sb.pidfd, SIGKILL, NULL, 0);
+	if (s->sb.ctl_fd >= 0)
+		close(s->sb.ctl_fd);
+	if (s->ws_fd >= 0)
+		close(s->ws_fd);
+	store_session_delete(m->store, s->id);
+	session_unlink(s);
+
+	z = calloc(1, sizeof(*z));
+	if (z) {
+		*z = (Zombie){ .m = m, .uid = s->uid, .pidfd = s->sb.pidfd };
+		memcpy(z->id, s->id, sizeof(z->id));
+		z->next = m->zombies;
+		if (m->zombies)
+			m->zombies->prev = z;
+		m->zombies = z;
+		if (z->pidfd < 0 ||
+		    loop_add_fd(m->loop, z->pidfd, EPOLLIN, on_zombie_exit, z, &z->src) < 0)
+			zombie_reap_step(m->loop, z);
+	} else {
+		/* Out of memory: leave the remains to the cleanup at next start. */
+		if (s->sb.pidfd >= 0)
+			close(s->sb.pidfd);
+	}
+	editor_undo_free(s->undo);
+	free(s->tenant);
+	free(s);
+}
+
+/* ---- create ---- */
+
+static int64_t clamp_hint(json_object *req, const char *key, int64_t def, int64_t max)
+{
+	int64_t v;
+
+	if (!req_int(req, key, &v) || v < 1)
+		return def;
+	return v < max ? v : max;
+}
+
+static int session_new(Manager *m, const char *tenant, Session **ret)
+{
+	SandboxLimits lim = {
+		.memory_bytes = m->cfg->memory_max_bytes,
+		.pids = m->cfg->pids_max,
+		.cpu_percent = m->cfg->cpu_quota_percent,
+		.workspace_bytes = m->cfg->workspace_bytes,
+		.tmp_bytes = m->cfg->tmp_bytes,
+		.nofile = m->cfg->nofile_max,
+	};
+	Session *s;
+	int r;
+
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->m = m;
+	s->sb = (Sandbox){ .pidfd = -1, .ctl_fd = -1 };
+	s->ws_fd = -1;
+	for (int k = 0; k < INTERP_KIND_COUNT; k++)
+		s->interps[k] = (Interp){ .s = s, .kind = k, .pidfd = -1, .ctl = -1, .out = -1,
+					  .err = -1 };
+	r = session_id_new(m->cfg->node_name, s->id, sizeof(s->id));
+	if (r < 0)
+		goto fail_free;
+	if (tenant && !(s->tenant = strdup(tenant))) {
+		r = -ENOMEM;
+		goto fail_free;
+	}
+	s->undo = editor_undo_new();
+	if (!s->undo) {
+		r = -ENOMEM;
+		goto fail_free;
+	}
+	r = uid_take(m, &s->uid);
+	if (r < 0)
+		goto fail_free;
+	r = workspace_create(m->env, s->id, s->uid, s->uid, lim.workspace_bytes);
+	if (r < 0)
+		goto fail_uid;
+	s->ws_fd = workspace_open(m->env, s->id);
+	if (s->ws_fd < 0) {
+		r = s->ws_fd;
+		goto fail_workspace;
+	}
+	r = sandbox_spawn(m->env, s->id, s->uid, s->uid, &lim, &s->sb);
+	if (r < 0)
+		goto fail_wsfd;
+	r = loop_add_fd(m->loop, s->sb.ctl_fd, EPOLLIN, session_on_init_event, s, &s->ctl_src);
+	if (r < 0)
+		goto fail_sandbox;
+	*ret = s;
+	return 0;
+
+fail_sandbox:
+	syscall(SYS_pidfd_send_signal, s->sb.pidfd, SIGKILL, NULL, 0);
+	close(s->sb.ctl_fd);
+	/* The rest is torn down like any dying session's. */
+	s->sb.ctl_fd = -1;
+	s->ctl_src = NULL;
+	m->n_sessions++; /* session_destroy unlinks; it was never linked */
+	s->prev = s->next = NULL;
+	if (m->sessions == NULL)
+		m->sessions = s;
+	else {
+		s->next = m->sessions;
+		m->sessions->prev = s;
+		m->sessions = s;
+	}
+	session_destroy(s, "setup failed");
+	return r;
+fail_wsfd:
+	close(s->ws_fd);
+fail_workspace:
+	workspace_destroy(m->env, s->id);
+fail_uid:
+	uid_release(m, s->uid);
+fail_free:
+	editor_undo_free(s->undo);
+	free(s->tenant);
+	free(s);
+	return r;
+}
+
+static json_object *session_handle(const Session *s)
+{
+	json_object *o = reply_ok();
+
+	json_object_object_add(o, "session_id", json_object_new_string(s->id));
+	json_object_object_add(o, "idle_timeout_seconds", json_object_new_int64(s->idle_timeout));
+	json_object_object_add(o, "max_lifetime_seconds", json_object_new_int64(s->max_lifetime));
+	json_object_object_add(o, "created_at", json_object_new_double(s->created_at));
+	json_object_object_add(o, "last_activity_at",
+			       json_object_new_double(s->last_activity_at));
+	return o;
+}
+
+static void op_create(Manager *m, Conn *c, json_object *req, const char *tenant)
+{
+	const PaddockConfig *cfg = m->cfg;
+	const char *image = req_string(req, "image");
+	SessionRow row;
+	Session *s;
+	int r;
+
+	if ((int64_t)m->n_sessions >= cfg->max_sessions) {
+		json_object *e = reply_error("capacity", "the session limit (%lld) is reached",
+					     (long long)cfg->max_sessions);
+
+		json_object_object_add(e, "retry_after",
+				       json_object_new_int64(cfg->retry_after_seconds));
+		conn_reply(c, e, NULL, 0);
+		return;
+	}
+	r = session_new(m, tenant, &s);
+	if (r < 0) {
+		json_object *e;
+
+		if (r == -EAGAIN) {
+			e = reply_error("capacity", "no free sandbox user id");
+			json_object_object_add(e, "retry_after",
+					       json_object_new_int64(cfg->retry_after_seconds));
+		} else {
+			log_err("REQUEST_ID=%s cannot create a session: %s (%s)",
+				req_string(req, "request_id") ?: "-", strerror(-r),
+				sandbox_last_error());
+			e = reply_error("unavailable", "the sandbox could not be created");
+			json_object_object_add(e, "retry_after",
+					       json_object_new_int64(cfg->retry_after_seconds));
+		}
+		conn_reply(c, e, NULL, 0);
+		return;
+	}
+	s->idle_timeout = clamp_hint(req, "idle_timeout_seconds", cfg->idle_timeout_default,
+				     cfg->idle_timeout_max);
+	s->max_lifetime = clamp_hint(req, "max_lifetime_seconds", cfg->lifetime_default,
+				     cfg->lifetime_max);
+	s->created_at = s->last_activity_at = now_real();
+	s->next = m->sessions;
+	if (m->sessions)
+		m->sessions->prev = s;
+	m->sessions = s;
+	m->n_sessions++;
+	if (image)
+		log_info("SESSION_ID=%s image hint '%.64s' has no runtime profile: ignored", s->id,
+			 image);
+	row = (SessionRow){ .id = s->id, .tenant = s->tenant, .uid = s->uid,
+			    .created_at = s->created_at, .last_activity_at = s->last_activity_at,
+			    .idle_timeout = s->idle_timeout, .max_lifetime = s->max_lifetime,
+			    .image = (char *)image, .init_pid = s->sb.pid,
+			    .init_ctl_fd = s->sb.ctl_fd_in_init };
+	r = store_session_insert(m->store, &row);
+	if (r < 0) {
+		log_err("SESSION_ID=%s cannot record the session: %s", s->id, strerror(-r));
+		session_destroy(s, "store failed");
+		conn_reply(c, reply_error("internal", "the session could not be recorded"), NULL,
+			   0);
+		return;
+	}
+	log_info("SESSION_ID=%s created uid=%u init_pid=%d tenant=%s", s->id, s->uid, s->sb.pid,
+		 s->tenant ?: "-");
+	conn_reply(c, session_handle(s), NULL, 0);
+}
+
+/* ---- dispatch ---- */
+
+static enum interp_kind tool_kind(const char *tool, bool *ok)
+{
+	*ok = true;
+	if (tool && strcmp(tool, "python") == 0)
+		return INTERP_PYTHON;
+	if (tool && strcmp(tool, "bash") == 0)
+		return INTERP_BASH;
+	*ok = false;
+	return INTERP_PYTHON;
+}
+
+static void op_exec(Manager *m, Conn *c, Session *s, json_object *req)
+{
+	const char *code = req_string(req, "code");
+	const char *mode = req_string(req, "mode");
+	int64_t timeout_ms = m->cfg->exec_timeout_default * 1000;
+	bool ok;
+	enum interp_kind kind = tool_kind(req_string(req, "tool"), &ok);
+
+	if (!ok) {
+		conn_reply(c, reply_error("bad_request", "unknown tool"), NULL, 0);
+		return;
+	}
+	if (!code) {
+		conn_reply(c, reply_error("invalid", "code must be a string"), NULL, 0);
+		return;
+	}
+	if ((int64_t)strlen(code) > m->cfg->code_max_bytes) {
+		conn_reply(c, reply_error("invalid", "code is longer than %lld bytes",
+					  (long long)m->cfg->code_max_bytes),
+			   NULL, 0);
+		return;
+	}
+	if (req_int(req, "timeout_ms", &timeout_ms) &&
+	    (timeout_ms < 1 || timeout_ms > m->cfg->exec_timeout_max * 1000)) {
+		conn_reply(c, reply_error("invalid", "timeout must be between 1 and %lld seconds",
+					  (long long)m->cfg->exec_timeout_max),
+			   NULL, 0);
+		return;
+	}
+	if (s->run) {
+		conn_reply(c, reply_error("busy", "the session is running another call"), NULL,
+			   0);
+		return;
+	}
+	run_start(s, c, kind, code, mode && strcmp(mode, "cell") == 0, (uint64_t)timeout_ms);
+}
+
+static void op_destroy(Manager *m, Conn *c, json_object *req, const char *tenant)
+{
+	Session *s = session_find(m, req_string(req, "session_id"), tenant);
+	json_object *o = reply_ok();
+
+	json_object_object_add(o, "existed", json_object_new_boolean(s != NULL));
+	if (s)
+		session_destroy(s, "released");
+	conn_reply(c, o, NULL, 0);
+}
+
+static void op_stats(Manager *m, Conn *c)
+{
+	json_object *o = reply_ok();
+	size_t zombies = 0;
+
+	for (Zombie *z = m->zombies; z; z = z->next)
+		zombies++;
+	json_object_object_add(o, "sessions", json_object_new_int64((int64_t)m->n_sessions));
+	json_object_object_add(o, "max_sessions", json_object_new_int64(m->cfg->max_sessions));
+	json_object_object_add(o, "tearing_down", json_object_new_int64((int64_t)zombies));
+	json_object_object_add(o, "cgroup",
+			       json_object_new_string(sandbox_env_cgroup_version(m->env)));
+	conn_reply(c, o, NULL, 0);
+}
+
+/* Ops that address one session: find it or answer not_found. */
+static Session *need_session(Manager *m, Conn *c, json_object *req, const char *tenant)
+{
+	Session *s = session_find(m, req_string(req, "session_id"), tenant);
+
+	if (!s)
+		conn_reply(c, reply_error("not_found", "unknown session"), NULL, 0);
+	return s;
+}
+
+void manager_handle_request(void *data, Conn *c, json_object *req)
+{
+	Manager *m = data;
+	const char *op = req_string(req, "op");
+	const char *tenant = req_string(req, "tenant");
+	Session *s;
+
+	if (!op) {
+		conn_reply(c, reply_error("invalid", "op is missing"), NULL, 0);
+	} else if (strcmp(op, "create") == 0) {
+		op_create(m, c, req, tenant);
+	} else if (strcmp(op, "destroy") == 0) {
+		op_destroy(m, c, req, tenant);
+	} else if (strcmp(op, "stats") == 0) {
+		op_stats(m, c);
+	} else if (strcmp(op, "put_commit") == 0) {
+		op_put_commit(m, c, req);
+	} else if (strcmp(op, "put_abort") == 0) {
+		op_put_abort(m, c);
+	} else if (strcmp(op, "exec") == 0) {
+		if ((s = need_session(m, c, req, tenant)))
+			op_exec(m, c, s, req);
+	} else if (strcmp(op, "edit") == 0) {
+		if ((s = need_session(m, c, req, tenant)))
+			op_edit(m, c, s, req);
+	} else if (strcmp(op, "list") == 0) {
+		if ((s = need_session(m, c, req, tenant)))
+			op_list(m, c, s, req);
+	} else if (strcmp(op, "get") == 0) {
+		if ((s = need_session(m, c, req, tenant)))
+			op_get(m, c, s, req);
+	} else if (strcmp(op, "put") == 0) {
+		if ((s = need_session(m, c, req, tenant)))
+			op_put(m, c, s, req);
+	} else {
+		conn_reply(c, reply_error("bad_request", "unknown op"), NULL, 0);
+	}
+	json_object_put(req);
+}
+
+void manager_conn_closed(void *data, Conn *c)
+{
+	Manager *m = data;
+
+	run_conn_closed(m, c);
+	upload_drop(m, c);
+}
+
+/* ---- reclaim ---- */
+
+static void on_reclaim(Loop *l, void *data)
+{
+	Manager *m = data;
+	double now = now_real();
+	Session *next;
+
+	m->reclaim = NULL;
+	for (Session *s = m->sessions; s; s = next) {
+		next = s->next;
+		if (now - s->created_at >= (double)s->max_lifetime)
+			session_destroy(s, "lifetime");
+		else if (!s->run && now - s->last_activity_at >= (double)s->idle_timeout)
+			session_destroy(s, "idle");
+	}
+	store_exec_prune(m->store, EXEC_LOG_KEEP);
+	loop_add_timer(l, (uint64_t)m->cfg->reclaim_interval_ms, on_reclaim, m, &m->reclaim);
+}
+
+/* ---- start and stop ---- */
+
+/* Wait for every zombie synchronously: only at shutdown, when blocking is fine. */
+static void zombies_drain(Manager *m)
+{
+	while (m->zombies) {
+		Zombie *z = m->zombies;
+
+		if (z->pidfd >= 0) {
+			struct pollfd p = { .fd = z->pidfd, .events = POLLIN };
+
+			poll(&p, 1, 5000);
+			close(z->pidfd);
+			z->pidfd = -1;
+		}
+		z->src = loop_remove(m->loop, z->src);
+		for (int i = 0; i < ZOMBIE_MAX_TRIES; i++) {
+			if (sandbox_cgroup_remove(m->env, z->id) != -EBUSY)
+				break;
+			usleep(ZOMBIE_RETRY_MS * 1000);
+		}
+		workspace_destroy(m->env, z->id);
+		zombie_free(z);
+	}
+}
+
+/* Remove what a crash left: rows with no live sandbox, cgroups and workspaces with no row. */
+static void cleanup_leftovers(Manager *m)
+{
+	SessionRow *rows = NULL;
+	size_t n = 0;
+	char **ids = NULL;
+	size_t nids = 0;
+
+	if (store_sessions_load(m->store, &rows, &n) == 0) {
+		for (size_t i = 0; i < n; i++) {
+			int pidfd = (int)syscall(SYS_pidfd_open, rows[i].init_pid, 0);
+
+			/* Re-adoption is not done yet: a surviving sandbox is stopped. */
+			if (pidfd >= 0) {
+				Zombie *z = calloc(1, sizeof(*z));
+				char path[64], buf[4096];
+				int fd;
+				ssize_t len = -1;
+
+				snprintf(path, sizeof(path), "/proc/%d/cgroup", rows[i].init_pid);
+				fd = open(path, O_RDONLY | O_CLOEXEC);
+				if (fd >= 0) {
+					len = read(fd, buf, sizeof(buf) - 1);
+					close(fd);
+				}
+				/* Only kill the pid if it still is that session's init. */
+				if (len > 0) {
+					buf[len] = '\0';
+					if (strstr(buf, rows[i].id))
+						syscall(SYS_pidfd_send_signal, pidfd, SIGKILL,
+							NULL, 0);
+				}
+				if (z) {
+					*z = (Zombie){ .m = m, .uid = (uid_t)-1, .pidfd = pidfd };
+					snprintf(z->id, sizeof(z->id), "%s", rows[i].id);
+					z->next = m->zombies;
+					if (m->zombies)
+						m->zombies->prev = z;
+					m->zombies = z;
+				} else {
+					close(pidfd);
+				}
+			}
+			log_info("SESSION_ID=%s left by an earlier run: cleaned", rows[i].id);
+			store_session_delete(m->store, rows[i].id);
+		}
+		session_rows_free(rows, n);
+	}
+	zombies_drain(m);
+	if (sandbox_list_leftovers(m->env, &ids, &nids) == 0) {
+		for (size_t i = 0; i < nids; i++) {
+			for (int t = 0; t < ZOMBIE_MAX_TRIES; t++) {
+				if (sandbox_cgroup_remove(m->env, ids[i]) != -EBUSY)
+					break;
+				usleep(ZOMBIE_RETRY_MS * 1000);
+			}
+			workspace_destroy(m->env, ids[i]);
+			log_info("SESSION_ID=%s orphaned sandbox remains removed", ids[i]);
+			free(ids[i]);
+		}
+		free(ids);
+	}
+}
+
+static int interp_argv_init(Manager *m)
+{
+	const PaddockConfig *cfg = m->cfg;
+
+	m->python_argv[0] = strdup(cfg->python_bin);
+	m->python_argv[1] = strdup("-I");
+	m->python_argv[2] = strdup("-u");
+	m->python_argv[3] = strdup("/opt/paddock/harness.py");
+	m->bash_argv[0] = strdup(cfg->bash_bin);
+	m->bash_argv[1] = strdup("--noprofile");
+	m->bash_argv[2] = strdup("--norc");
+	m->bash_argv[3] = strdup("/opt/paddock/harness.bash");
+	for (int i = 0; i < 4; i++)
+		if (!m->python_argv[i] || !m->bash_argv[i])
+			return -ENOMEM;
+	return 0;
+}
+
+int manager_new(const PaddockConfig *cfg, Loop *loop, Manager **ret)
+{
+	Manager *m = calloc(1, sizeof(*m));
+	char path[4096];
+	int r;
+
+	if (!m)
+		return -ENOMEM;
+	m->cfg = cfg;
+	m->loop = loop;
+	m->uids = calloc((size_t)cfg->uid_count, 1);
+	if (!m->uids || interp_argv_init(m) < 0) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	if (mkdir(cfg->state_dir, 0711) < 0 && errno != EEXIST) {
+		r = -errno;
+		log_err("cannot create state_dir %s: %m", cfg->state_dir);
+		goto fail;
+	}
+	snprintf(path, sizeof(path), "%s/paddock.db", cfg->state_dir);
+	r = store_open(path, &m->store);
+	if (r < 0) {
+		log_err("cannot open the store %s: %s", path, strerror(-r));
+		goto fail;
+	}
+	r = sandbox_env_new(cfg, &m->env);
+	if (r < 0) {
+		log_err("cannot prepare sandboxes: %s (%s)", strerror(-r), sandbox_last_error());
+		goto fail;
+	}
+	log_info("cgroup %s; sessions up to %lld", sandbox_env_cgroup_version(m->env),
+		 (long long)cfg->max_sessions);
+	cleanup_leftovers(m);
+	r = loop_add_timer(loop, (uint64_t)cfg->reclaim_interval_ms, on_reclaim, m, &m->reclaim);
+	if (r < 0)
+		goto fail;
+	*ret = m;
+	return 0;
+fail:
+	manager_free(m);
+	return r;
+}
+
+Manager *manager_free(Manager *m)
+{
+	if (!m)
+		return NULL;
+	while (m->sessions)
+		session_destroy(m->sessions, "shutdown");
+	zombies_drain(m);
+	loop_remove(m->loop, m->reclaim);
+	for (int i = 0; i < 8; i++) {
+		free(m->python_argv[i]);
+		free(m->bash_argv[i]);
+	}
+	sandbox_env_free(m->env);
+	store_close(m->store);
+	free(m->uids);
+	free(m);
+	return NULL;
+}

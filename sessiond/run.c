@@ -1,0 +1,867 @@
+/* SPDX-License-Identifier: MIT */
+/* Executions: start interpreters through init, feed them code, collect output, enforce time. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "log.h"
+#include "session.h"
+
+#define READ_CHUNK 65536
+#define READS_PER_EVENT 16	/* bound one stream's share of a loop iteration */
+#define REPLY_LINE_MAX (64u << 20)
+#define RC_TIMEOUT 124
+
+/* ---- output buffers ---- */
+
+void outbuf_append(OutBuf *b, const char *data, size_t len, size_t cap)
+{
+	size_t room = b->len < cap ? cap - b->len : 0;
+	size_t take = len < room ? len : room;
+
+	if (take > 0 && b->len + take > b->cap) {
+		size_t ncap = b->cap ? b->cap : 4096;
+		char *grown;
+
+		while (ncap < b->len + take)
+			ncap *= 2;
+		if (ncap > cap)
+			ncap = cap;
+		grown = realloc(b->buf, ncap + 1);
+		if (!grown) {
+			b->omitted += len;
+			return;
+		}
+		b->buf = grown;
+		b->cap = ncap;
+	}
+	if (take > 0) {
+		memcpy(b->buf + b->len, data, take);
+		b->len += take;
+	}
+	b->omitted += len - take;
+}
+
+/* The kept bytes plus the truncation note, as a NUL-terminated string; resets b. */
+char *outbuf_finish(OutBuf *b)
+{
+	char note[96] = "";
+	size_t nl;
+	char *s;
+
+	if (b->omitted)
+		snprintf(note, sizeof(note), "\n[output truncated: %llu bytes omitted]\n",
+			 (unsigned long long)b->omitted);
+	nl = strlen(note);
+	s = malloc(b->len + nl + 1);
+	if (s) {
+		if (b->len)
+			memcpy(s, b->buf, b->len);
+		memcpy(s + b->len, note, nl + 1);
+	}
+	free(b->buf);
+	*b = (OutBuf){ 0 };
+	return s;
+}
+
+static void outbuf_clear(OutBuf *b)
+{
+	free(b->buf);
+	*b = (OutBuf){ 0 };
+}
+
+/* ---- interpreters ---- */
+
+void interp_close(Interp *ip)
+{
+	Loop *l = ip->s->m->loop;
+
+	ip->ctl_src = loop_remove(l, ip->ctl_src);
+	ip->out_src = loop_remove(l, ip->out_src);
+	ip->err_src = loop_remove(l, ip->err_src);
+	ip->pidfd = safe_close(ip->pidfd);
+	ip->ctl = safe_close(ip->ctl);
+	ip->out = safe_close(ip->out);
+	ip->err = safe_close(ip->err);
+	free(ip->line);
+	free(ip->wbuf);
+	ip->line = ip->wbuf = NULL;
+	ip->line_len = ip->line_cap = ip->wlen = ip->woff = 0;
+	ip->state = INTERP_DEAD;
+	ip->ns_pid = ip->host_pid = 0;
+}
+
+void interp_destroy(Interp *ip)
+{
+	interp_close(ip);
+	outbuf_clear(&ip->out_buf);
+	outbuf_clear(&ip->err_buf);
+}
+
+static pid_t pidfd_host_pid(int pidfd)
+{
+	char path[64], buf[1024];
+	_cleanup_close_ int fd = -1;
+	ssize_t n;
+	char *p;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", pidfd);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	p = strstr(buf, "\nPid:");
+	return p ? (pid_t)strtol(p + 5, NULL, 10) : -1;
+}
+
+static int send_init(Session *s, struct init_msg *msg, const char *blob, size_t bloblen)
+{
+	char buf[INIT_MSG_MAX];
+
+	if (sizeof(*msg) + bloblen > sizeof(buf))
+		return -EMSGSIZE;
+	msg->seq = ++s->seq;
+	memcpy(buf, msg, sizeof(*msg));
+	if (bloblen)
+		memcpy(buf + sizeof(*msg), blob, bloblen);
+	if (send(s->sb.ctl_fd, buf, sizeof(*msg) + bloblen, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+		return -errno;
+	return 0;
+}
+
+static size_t blob_add(char *blob, size_t off, size_t cap, const char *str)
+{
+	size_t n = strlen(str) + 1;
+
+	if (off + n > cap)
+		return cap + 1;
+	memcpy(blob + off, str, n);
+	return off + n;
+}
+
+static int interp_spawn(Session *s, enum interp_kind kind)
+{
+	static const char *const env[] = {
+		"PATH=/usr/local/bin:/usr/bin:/bin",
+		"HOME=/workspace",
+		"USER=sandbox",
+		"LANG=C.UTF-8",
+		"TMPDIR=/tmp",
+		"PYTHONDONTWRITEBYTECODE=1",
+		"MPLBACKEND=Agg",
+		"TERM=dumb",
+		NULL,
+	};
+	char *const *argv = kind == INTERP_PYTHON ? s->m->python_argv : s->m->bash_argv;
+	struct init_msg msg = { .op = INIT_SPAWN, .tag = (uint32_t)kind };
+	char blob[4096];
+	size_t off = 0;
+	int r;
+
+	for (int i = 0; argv[i]; i++)
+		off = blob_add(blob, off, sizeof(blob), argv[i]);
+	off = blob_add(blob, off, sizeof(blob), "");
+	for (int i = 0; env[i]; i++)
+		off = blob_add(blob, off, sizeof(blob), env[i]);
+	off = blob_add(blob, off, sizeof(blob), "");
+	if (off > sizeof(blob))
+		return -E2BIG;
+	r = send_init(s, &msg, blob, off);
+	if (r < 0)
+		return r;
+	s->interps[kind].state = INTERP_STARTING;
+	return 0;
+}
+
+/* Kill every process of the session except pid 1 and the interpreters in keep. */
+static int send_kill(Session *s, bool keep_interps)
+{
+	struct init_msg msg = { .op = INIT_KILL };
+	int n = 0;
+
+	if (keep_interps)
+		for (int k = 0; k < INTERP_KIND_COUNT && n < INIT_KEEP_MAX; k++)
+			if (s->interps[k].state == INTERP_READY)
+				msg.keep[n++] = s->interps[k].ns_pid;
+	return send_init(s, &msg, NULL, 0);
+}
+
+/* ---- the run ---- */
+
+static void run_free(Run *run)
+{
+	if (!run)
+		return;
+	loop_remove(run->s->m->loop, run->timer);
+	json_object_put(run->reply);
+	free(run->code);
+	free(run->note);
+	free(run);
+}
+
+static void run_note(Run *run, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void run_note(Run *run, const char *fmt, ...)
+{
+	va_list ap;
+	char *n = NULL;
+
+	va_start(ap, fmt);
+	if (vasprintf(&n, fmt, ap) < 0)
+		n = NULL;
+	va_end(ap);
+	free(run->note);
+	run->note = n;
+}
+
+static const char *timeout_text(const Run *run, char *buf, size_t len)
+{
+	if (run->timeout_ms % 1000 == 0)
+		snprintf(buf, len, "%llus", (unsigned long long)(run->timeout_ms / 1000));
+	else
+		snprintf(buf, len, "%llums", (unsigned long long)run->timeout_ms);
+	return buf;
+}
+
+static const char *tool_name(enum interp_kind k)
+{
+	return k == INTERP_PYTHON ? "python" : "bash";
+}
+
+static const char *run_outcome(const Run *run)
+{
+	if (run->timed_out)
+		return "timeout";
+	if (run->lost_state)
+		return "killed";
+	return run->return_code == 0 ? "ok" : "error";
+}
+
+static json_object *usage_json(Session *s, const Run *run, bool *oom)
+{
+	SandboxUsage u = { 0 };
+	json_object *o = json_object_new_object();
+
+	sandbox_usage(s->m->env, s->id, &u);
+	*oom = u.oom_kills > run->usage0.oom_kills;
+	json_object_object_add(o, "cpu_ms",
+			       json_object_new_int64((int64_t)((u.cpu_ns - run->usage0.cpu_ns) /
+							       1000000)));
+	json_object_object_add(o, "max_rss_bytes", json_object_new_int64((int64_t)u.memory_peak));
+	json_object_object_add(o, "oom_killed", json_object_new_boolean(*oom));
+	return o;
+}
+
+/* Append text to a string we own, starting on a fresh line. */
+static char *append_line(char *s, const char *add)
+{
+	size_t a = s ? strlen(s) : 0, b = strlen(add);
+	bool nl = a > 0 && s[a - 1] != '\n';
+	char *r = realloc(s, a + nl + b + 1);
+
+	if (!r)
+		return s;
+	if (nl)
+		r[a++] = '\n';
+	memcpy(r + a, add, b + 1);
+	return r;
+}
+
+/* Reply to the worker, log, and forget the run. */
+static void run_finish(Run *run)
+{
+	Session *s = run->s;
+	Manager *m = s->m;
+	Interp *ip = &s->interps[run->kind];
+	uint64_t ms = now_ms() - run->start_ms;
+	bool oom = false;
+	json_object *o = reply_ok(), *usage = usage_json(s, run, &oom);
+	char *out = outbuf_finish(&ip->out_buf);
+	char *err = outbuf_finish(&ip->err_buf);
+
+	if (oom && !run->timed_out)
+		run_note(run, "killed: the sandbox ran out of memory (limit %lld bytes)",
+			 (long long)m->cfg->memory_max_bytes);
+	if (run->note)
+		err = append_line(err, run->note);
+	if (run->note && err && err[strlen(err) - 1] != '\n')
+		err = append_line(err, "");
+	if (run->timed_out)
+		run->return_code = RC_TIMEOUT;
+	json_object_object_add(o, "stdout", json_object_new_string(out ?: ""));
+	json_object_object_add(o, "stderr", json_object_new_string(err ?: ""));
+	json_object_object_add(o, "return_code", json_object_new_int(run->return_code));
+	json_object_object_add(o, "execution_time_ms", json_object_new_int64((int64_t)ms));
+	json_object_object_add(o, "timed_out", json_object_new_boolean(run->timed_out));
+	json_object_object_add(o, "state_lost", json_object_new_boolean(run->lost_state));
+	json_object_object_add(o, "usage", usage);
+	json_object_object_add(o, "files", produced_files(s, &run->start_ts));
+	if (run->cell && run->reply) {
+		json_object *v;
+
+		if (json_object_object_get_ex(run->reply, "result", &v))
+			json_object_object_add(o, "result", json_object_get(v));
+		if (json_object_object_get_ex(run->reply, "error", &v))
+			json_object_object_add(o, "error", json_object_get(v));
+	}
+	free(out);
+	free(err);
+	s->last_activity_at = now_real();
+	store_session_touch(m->store, s->id, s->last_activity_at);
+	store_exec_log(m->store, s->id, tool_name(run->kind), run->start_real, (int64_t)ms,
+		       run->return_code, run_outcome(run));
+	if (run->conn)
+		conn_reply(run->conn, o, NULL, 0);
+	else
+		json_object_put(o);
+	s->run = NULL;
+	run_free(run);
+	/* The promise of the timeout message: a fresh interpreter is ready for the next call. */
+	if (ip->state == INTERP_DEAD && s->sb.ctl_fd >= 0)
+		interp_spawn(s, ip->kind);
+}
+
+/* Read whatever a pipe holds now, into the run's buffer (or nowhere when idle). */
+static void drain_pipe(Interp *ip, int fd, OutBuf *b, unsigned max_reads)
+{
+	char buf[READ_CHUNK];
+	size_t cap = (size_t)ip->s->m->cfg->output_max_bytes;
+
+	for (unsigned i = 0; fd >= 0 && i < max_reads; i++) {
+		ssize_t n = read(fd, buf, sizeof(buf));
+
+		if (n <= 0)
+			break;
+		/* Output between runs belongs to no call: it is dropped. */
+		if (ip->s->run && ip->s->run->kind == ip->kind)
+			outbuf_append(b, buf, (size_t)n, cap);
+	}
+}
+
+static void drain_all(Interp *ip)
+{
+	drain_pipe(ip, ip->out, &ip->out_buf, UINT32_MAX);
+	drain_pipe(ip, ip->err, &ip->err_buf, UINT32_MAX);
+}
+
+/* The interpreter answered (or died): finish, or first kill what the run left behind. */
+static void run_complete(Run *run)
+{
+	if (run->timed_out) {
+		run->phase = RUN_REAPING;
+		run->timer = loop_remove(run->s->m->loop, run->timer);
+		if (send_kill(run->s, true) == 0)
+			return;
+	}
+	run_finish(run);
+}
+
+static void on_grace_expired(Loop *l, void *data)
+{
+	Run *run = data;
+	char t[32];
+
+	(void)l;
+	run->timer = NULL;
+	run->phase = RUN_KILLING;
+	run->lost_state = true;
+	run_note(run, "execution timed out after %s; interpreter restarted, state was lost",
+		 timeout_text(run, t, sizeof(t)));
+	if (send_kill(run->s, false) < 0) {
+		/* init cannot be asked: the whole sandbox is beyond repair. */
+		session_destroy(run->s, "init unreachable");
+	}
+}
+
+static void on_deadline(Loop *l, void *data)
+{
+	Run *run = data;
+	Interp *ip = &run->s->interps[run->kind];
+	char t[32];
+
+	run->timer = NULL;
+	run->timed_out = true;
+	if (run->phase != RUN_RUNNING || ip->host_pid <= 0) {
+		on_grace_expired(l, run);
+		return;
+	}
+	run->phase = RUN_INTERRUPTED;
+	run_note(run, "execution timed out after %s and was interrupted; state was kept",
+		 timeout_text(run, t, sizeof(t)));
+	/* The interpreter's process group: the interpreter and the children it waits on. */
+	kill(-ip->host_pid, SIGINT);
+	if (loop_add_timer(l, (uint64_t)run->s->m->cfg->interrupt_grace_ms, on_grace_expired, run,
+			   &run->timer) < 0)
+		on_grace_expired(l, run);
+}
+
+static void interp_flush_request(Interp *ip)
+{
+	while (ip->woff < ip->wlen) {
+		ssize_t n = write(ip->ctl, ip->wbuf + ip->woff, ip->wlen - ip->woff);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN) {
+				loop_modify_fd(ip->s->m->loop, ip->ctl_src, EPOLLIN | EPOLLOUT);
+				return;
+			}
+			break; /* the interpreter is gone; its EXITED event finishes the run */
+		}
+		ip->woff += (size_t)n;
+	}
+	free(ip->wbuf);
+	ip->wbuf = NULL;
+	ip->wlen = ip->woff = 0;
+	loop_modify_fd(ip->s->m->loop, ip->ctl_src, EPOLLIN);
+}
+
+static int encode_request(const Run *run, char **buf, size_t *len)
+{
+	if (run->kind == INTERP_BASH) {
+		/* Bash reads one NUL-terminated command. */
+		size_t n = strlen(run->code);
+
+		*buf = malloc(n + 1);
+		if (!*buf)
+			return -ENOMEM;
+		memcpy(*buf, run->code, n + 1);
+		*len = n + 1;
+		return 0;
+	} else {
+		json_object *o = json_object_new_object();
+		const char *txt;
+		size_t n;
+
+		json_object_object_add(o, "code", json_object_new_string(run->code));
+		json_object_object_add(o, "mode", json_object_new_string(run->cell ? "cell" : "otari"));
+		txt = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN, &n);
+		*buf = malloc(n + 1);
+		if (*buf) {
+			memcpy(*buf, txt, n);
+			(*buf)[n] = '\n';
+			*len = n + 1;
+		}
+		json_object_put(o);
+		return *buf ? 0 : -ENOMEM;
+	}
+}
+
+static void run_send(Run *run)
+{
+	Interp *ip = &run->s->interps[run->kind];
+	Loop *l = run->s->m->loop;
+
+	/* Output left from between runs is not this run's. */
+	outbuf_clear(&ip->out_buf);
+	outbuf_clear(&ip->err_buf);
+	if (encode_request(run, &ip->wbuf, &ip->wlen) < 0) {
+		run_note(run, "internal error: out of memory");
+		run->return_code = 1;
+		run_finish(run);
+		return;
+	}
+	ip->woff = 0;
+	run->phase = RUN_RUNNING;
+	run->timer = loop_remove(l, run->timer);
+	if (loop_add_timer(l, run->timeout_ms, on_deadline, run, &run->timer) < 0) {
+		run_note(run, "internal error: no timer");
+		run->return_code = 1;
+		run_finish(run);
+		return;
+	}
+	interp_flush_request(ip);
+}
+
+/* ---- interpreter events ---- */
+
+static int reply_return_code(Run *run, const char *line)
+{
+	if (run->kind == INTERP_BASH)
+		return (int)strtol(line, NULL, 10);
+	run->reply = json_tokener_parse(line);
+	if (run->reply) {
+		json_object *rc;
+
+		if (json_object_object_get_ex(run->reply, "return_code", &rc))
+			return json_object_get_int(rc);
+	}
+	return 1;
+}
+
+static void interp_on_reply(Interp *ip, char *line)
+{
+	Run *run = ip->s->run;
+
+	if (!run || run->kind != ip->kind ||
+	    (run->phase != RUN_RUNNING && run->phase != RUN_INTERRUPTED))
+		return; /* a reply nobody waits for (forged by user code, or late) */
+	drain_all(ip);
+	run->return_code = reply_return_code(run, line);
+	run->interrupted_ok = run->phase == RUN_INTERRUPTED;
+	run_complete(run);
+}
+
+static void interp_read_ctl(Interp *ip)
+{
+	char buf[READ_CHUNK];
+
+	for (;;) {
+		ssize_t n = read(ip->ctl, buf, sizeof(buf));
+		char *nl;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return;
+		if (n == 0) {
+			/* The interpreter closed its end: wait for its exit status from init. */
+			ip->ctl_src = loop_remove(ip->s->m->loop, ip->ctl_src);
+			return;
+		}
+		if (ip->line_len + (size_t)n > REPLY_LINE_MAX) {
+			log_warn("SESSION_ID=%s interpreter reply too long: restarting it",
+				 ip->s->id);
+			kill(ip->host_pid, SIGKILL);
+			ip->line_len = 0;
+			return;
+		}
+		if (ip->line_len + (size_t)n + 1 > ip->line_cap) {
+			size_t cap = ip->line_cap ? ip->line_cap : 4096;
+			char *grown;
+
+			while (cap < ip->line_len + (size_t)n + 1)
+				cap *= 2;
+			grown = realloc(ip->line, cap);
+			if (!grown)
+				return;
+			ip->line = grown;
+			ip->line_cap = cap;
+		}
+		memcpy(ip->line + ip->line_len, buf, (size_t)n);
+		ip->line_len += (size_t)n;
+		while ((nl = memchr(ip->line, '\n', ip->line_len))) {
+			size_t used = (size_t)(nl - ip->line) + 1;
+
+			*nl = '\0';
+			interp_on_reply(ip, ip->line);
+			/* interp_on_reply may have closed ip (a run finished and respawned). */
+			if (!ip->line)
+				return;
+			memmove(ip->line, ip->line + used, ip->line_len - used);
+			ip->line_len -= used;
+		}
+	}
+}
+
+static void on_interp_ctl(Loop *l, int fd, uint32_t events, void *data)
+{
+	Interp *ip = data;
+
+	(void)l;
+	(void)fd;
+	if ((events & EPOLLOUT) && ip->wbuf)
+		interp_flush_request(ip);
+	if (events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+		interp_read_ctl(ip);
+}
+
+static void on_interp_pipe(Loop *l, int fd, uint32_t events, void *data)
+{
+	Interp *ip = data;
+	bool is_out = fd == ip->out;
+
+	if (events & EPOLLIN)
+		drain_pipe(ip, fd, is_out ? &ip->out_buf : &ip->err_buf, READS_PER_EVENT);
+	else if (events & (EPOLLHUP | EPOLLERR)) {
+		/* Every writer is gone; stop watching so the loop does not spin. */
+		if (is_out)
+			ip->out_src = loop_remove(l, ip->out_src);
+		else
+			ip->err_src = loop_remove(l, ip->err_src);
+	}
+}
+
+static void on_spawned(Session *s, const struct init_msg *msg, int *fds, size_t nfds)
+{
+	Manager *m = s->m;
+	Interp *ip;
+	Run *run = s->run;
+
+	if (msg->tag >= INTERP_KIND_COUNT || nfds != 4 ||
+	    s->interps[msg->tag].state != INTERP_STARTING) {
+		for (size_t i = 0; i < nfds; i++)
+			close(fds[i]);
+		return;
+	}
+	ip = &s->interps[msg->tag];
+	ip->pidfd = fds[0];
+	ip->ctl = fds[1];
+	ip->out = fds[2];
+	ip->err = fds[3];
+	ip->ns_pid = msg->pid;
+	ip->host_pid = pidfd_host_pid(ip->pidfd);
+	for (int i = 1; i < 4; i++)
+		fcntl(fds[i], F_SETFL, fcntl(fds[i], F_GETFL) | O_NONBLOCK);
+	if (loop_add_fd(m->loop, ip->ctl, EPOLLIN, on_interp_ctl, ip, &ip->ctl_src) < 0 ||
+	    loop_add_fd(m->loop, ip->out, EPOLLIN, on_interp_pipe, ip, &ip->out_src) < 0 ||
+	    loop_add_fd(m->loop, ip->err, EPOLLIN, on_interp_pipe, ip, &ip->err_src) < 0) {
+		kill(ip->host_pid, SIGKILL);
+		interp_close(ip);
+		return;
+	}
+	ip->state = INTERP_READY;
+	log_debug("SESSION_ID=%s %s started, pid %d", s->id, tool_name(ip->kind), ip->host_pid);
+	if (run && run->kind == ip->kind && run->phase == RUN_STARTING)
+		run_send(run);
+}
+
+static int exit_code(int status)
+{
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return 1;
+}
+
+static void on_exited(Session *s, const struct init_msg *msg)
+{
+	Interp *ip;
+	Run *run = s->run;
+
+	if (msg->tag >= INTERP_KIND_COUNT)
+		return;
+	ip = &s->interps[msg->tag];
+	if (ip->state == INTERP_DEAD || ip->ns_pid != msg->pid)
+		return;
+	drain_all(ip);
+	if (run && run->kind == ip->kind &&
+	    (run->phase == RUN_RUNNING || run->phase == RUN_INTERRUPTED)) {
+		run->return_code = exit_code(msg->status);
+		if (!run->timed_out && WIFSIGNALED(msg->status))
+			run_note(run, "the interpreter was killed by signal %d; a new one starts "
+				      "with the next call", WTERMSIG(msg->status));
+		else if (!run->timed_out)
+			run_note(run, "the interpreter exited with status %d; a new one starts "
+				      "with the next call", WEXITSTATUS(msg->status));
+		run->lost_state = true;
+		interp_close(ip);
+		run_complete(run);
+		return;
+	}
+	if (run && run->kind == ip->kind && run->phase == RUN_STARTING) {
+		interp_close(ip);
+		run_note(run, "the interpreter could not start (status %d)", msg->status);
+		run->return_code = 1;
+		run_finish(run);
+		return;
+	}
+	/* Not the running interpreter, or killed on purpose: its output stays buffered. */
+	interp_close(ip);
+}
+
+static void on_killed(Session *s)
+{
+	Run *run = s->run;
+
+	if (!run || (run->phase != RUN_KILLING && run->phase != RUN_REAPING))
+		return;
+	/* Everything but init is dead now, whatever init reported on the way. */
+	if (run->phase == RUN_KILLING)
+		for (int k = 0; k < INTERP_KIND_COUNT; k++)
+			if (s->interps[k].state != INTERP_DEAD) {
+				drain_all(&s->interps[k]);
+				interp_close(&s->interps[k]);
+			}
+	run_finish(run);
+}
+
+static void on_init_error(Session *s, const struct init_msg *msg)
+{
+	Run *run = s->run;
+
+	log_warn("SESSION_ID=%s init: step %u failed: %s", s->id, msg->step,
+		 strerror(msg->status));
+	if (msg->tag < INTERP_KIND_COUNT && s->interps[msg->tag].state == INTERP_STARTING)
+		s->interps[msg->tag].state = INTERP_DEAD;
+	if (run && run->phase == RUN_STARTING && s->interps[run->kind].state == INTERP_DEAD) {
+		run_note(run, "the interpreter could not be started: %s", strerror(msg->status));
+		run->return_code = 1;
+		run_finish(run);
+	}
+}
+
+static void take_fds(struct msghdr *mh, int *fds, size_t *nfds)
+{
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c)) {
+		size_t n;
+
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < n; i++) {
+			int fd;
+
+			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			if (*nfds < 4)
+				fds[(*nfds)++] = fd;
+			else
+				close(fd);
+		}
+	}
+}
+
+void session_on_init_event(Loop *l, int fd, uint32_t events, void *data)
+{
+	Session *s = data;
+
+	(void)l;
+	for (;;) {
+		union {
+			char buf[CMSG_SPACE(sizeof(int) * 8)];
+			struct cmsghdr align;
+		} cbuf;
+		struct init_msg msg;
+		struct iovec iov = { &msg, sizeof(msg) };
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf.buf,
+				     .msg_controllen = sizeof(cbuf.buf) };
+		int fds[4];
+		size_t nfds = 0;
+		ssize_t n = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return;
+		if (n <= 0) {
+			if (events & (EPOLLHUP | EPOLLERR) || n == 0) {
+				session_destroy(s, "sandbox init exited");
+				return;
+			}
+			return;
+		}
+		take_fds(&mh, fds, &nfds);
+		if ((size_t)n < sizeof(msg)) {
+			for (size_t i = 0; i < nfds; i++)
+				close(fds[i]);
+			continue;
+		}
+		switch (msg.op) {
+		case INIT_SPAWNED:
+			on_spawned(s, &msg, fds, nfds);
+			break;
+		case INIT_EXITED:
+			on_exited(s, &msg);
+			break;
+		case INIT_KILLED:
+			on_killed(s);
+			break;
+		case INIT_ERROR:
+			on_init_error(s, &msg);
+			break;
+		default:
+			break;
+		}
+		if (msg.op != INIT_SPAWNED)
+			for (size_t i = 0; i < nfds; i++)
+				close(fds[i]);
+	}
+}
+
+/* ---- entry points ---- */
+
+void run_start(Session *s, Conn *c, enum interp_kind kind, const char *code, bool cell,
+	       uint64_t timeout_ms)
+{
+	Run *run = calloc(1, sizeof(*run));
+	Interp *ip = &s->interps[kind];
+
+	if (!run || !(run->code = strdup(code))) {
+		free(run);
+		conn_reply(c, reply_error("internal", "out of memory"), NULL, 0);
+		return;
+	}
+	run->s = s;
+	run->conn = c;
+	run->kind = kind;
+	run->cell = cell;
+	run->timeout_ms = timeout_ms;
+	run->start_ms = now_ms();
+	run->start_real = now_real();
+	clock_gettime(CLOCK_REALTIME, &run->start_ts);
+	sandbox_usage(s->m->env, s->id, &run->usage0);
+	run->phase = RUN_STARTING;
+	s->run = run;
+	s->last_activity_at = now_real();
+	if (ip->state == INTERP_READY) {
+		run_send(run);
+		return;
+	}
+	if (ip->state == INTERP_DEAD && interp_spawn(s, kind) < 0) {
+		run_note(run, "the interpreter could not be started");
+		run->return_code = 1;
+		run_finish(run);
+		return;
+	}
+	/* Starting counts against the deadline too, so a stuck start cannot hang the call. */
+	if (loop_add_timer(s->m->loop, timeout_ms, on_deadline, run, &run->timer) < 0) {
+		run_note(run, "internal error: no timer");
+		run->return_code = 1;
+		run_finish(run);
+	}
+}
+
+void run_abort(Session *s, const char *why)
+{
+	Run *run = s->run;
+
+	if (!run)
+		return;
+	drain_all(&s->interps[run->kind]);
+	run->return_code = 137;
+	run->lost_state = true;
+	run_note(run, "the session was destroyed (%s) while this call ran", why);
+	/* No files or usage: the sandbox is going away. */
+	if (run->conn) {
+		Interp *ip = &s->interps[run->kind];
+		json_object *o = reply_ok();
+		char *out = outbuf_finish(&ip->out_buf), *err = outbuf_finish(&ip->err_buf);
+
+		err = append_line(err, run->note);
+		err = append_line(err, "");
+		json_object_object_add(o, "stdout", json_object_new_string(out ?: ""));
+		json_object_object_add(o, "stderr", json_object_new_string(err ?: ""));
+		json_object_object_add(o, "return_code", json_object_new_int(run->return_code));
+		json_object_object_add(o, "execution_time_ms",
+				       json_object_new_int64((int64_t)(now_ms() - run->start_ms)));
+		json_object_object_add(o, "timed_out", json_object_new_boolean(false));
+		json_object_object_add(o, "state_lost", json_object_new_boolean(true));
+		json_object_object_add(o, "usage", json_object_new_object());
+		json_object_object_add(o, "files", json_object_new_array());
+		free(out);
+		free(err);
+		conn_reply(run->conn, o, NULL, 0);
+	}
+	s->run = NULL;
+	run_free(run);
+}
+
+void run_conn_closed(Manager *m, Conn *c)
+{
+	for (Session *s = m->sessions; s; s = s->next)
+		if (s->run && s->run->conn == c)
+			s->run->conn = NULL;
+}

@@ -1,0 +1,397 @@
+/* SPDX-License-Identifier: MIT */
+/* Worker connections: peer check, frame decoding, one request at a time, buffered replies. */
+#include "server.h"
+
+#include <errno.h>
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "log.h"
+#include "proto.h"
+
+#define REQUEST_MAX_DEPTH 64
+
+struct Server {
+	Loop *loop;
+	int fd;		     /* the listening socket */
+	LoopSource *src;     /* its watch */
+	uid_t worker_uid;    /* allowed peer uid besides 0 */
+	gid_t group;	     /* allowed peer gid */
+	server_request_cb on_req;
+	server_closed_cb on_closed;
+	void *data;	     /* passed to the callbacks */
+	Conn *conns;	     /* live connections */
+};
+
+struct Conn {
+	Server *srv;
+	int fd;
+	LoopSource *src;
+	uint8_t *in;	     /* received bytes not yet decoded */
+	size_t in_len, in_cap;
+	uint8_t *out;	     /* encoded reply bytes not yet sent */
+	size_t out_len, out_off;
+	int out_fds[PROTO_MAX_FDS]; /* fds to attach to the first byte of out */
+	size_t out_nfds;
+	bool busy;	     /* a request is being handled */
+	bool closing;	     /* close once out is flushed */
+	void *data;	     /* the handler's per-connection state */
+	Conn *prev, *next;
+};
+
+static void conn_free(Conn *c)
+{
+	Server *s = c->srv;
+
+	if (s->on_closed)
+		s->on_closed(s->data, c);
+	loop_remove(s->loop, c->src);
+	close(c->fd);
+	for (size_t i = 0; i < c->out_nfds; i++)
+		close(c->out_fds[i]);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		s->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	free(c->in);
+	free(c->out);
+	free(c);
+}
+
+static uint32_t conn_events(const Conn *c)
+{
+	uint32_t ev = EPOLLRDHUP;
+
+	/* Stop reading while a request is handled: one request at a time. */
+	if (!c->busy && !c->closing)
+		ev |= EPOLLIN;
+	if (c->out_off < c->out_len)
+		ev |= EPOLLOUT;
+	return ev;
+}
+
+/* Send what is pending; false when the connection had to be closed. */
+static bool conn_flush(Conn *c)
+{
+	while (c->out_off < c->out_len) {
+		union {
+			char buf[CMSG_SPACE(sizeof(int) * PROTO_MAX_FDS)];
+			struct cmsghdr align;
+		} cbuf;
+		struct iovec iov = { c->out + c->out_off, c->out_len - c->out_off };
+		struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+		ssize_t n;
+
+		if (c->out_nfds > 0) {
+			struct cmsghdr *cm;
+
+			memset(&cbuf, 0, sizeof(cbuf));
+			msg.msg_control = cbuf.buf;
+			msg.msg_controllen = CMSG_SPACE(sizeof(int) * c->out_nfds);
+			cm = CMSG_FIRSTHDR(&msg);
+			cm->cmsg_level = SOL_SOCKET;
+			cm->cmsg_type = SCM_RIGHTS;
+			cm->cmsg_len = CMSG_LEN(sizeof(int) * c->out_nfds);
+			memcpy(CMSG_DATA(cm), c->out_fds, sizeof(int) * c->out_nfds);
+		}
+		n = sendmsg(c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN)
+				break;
+			conn_free(c);
+			return false;
+		}
+		for (size_t i = 0; i < c->out_nfds; i++)
+			close(c->out_fds[i]);
+		c->out_nfds = 0;
+		c->out_off += (size_t)n;
+	}
+	if (c->out_off == c->out_len) {
+		c->out_off = c->out_len = 0;
+		if (c->closing) {
+			conn_free(c);
+			return false;
+		}
+	}
+	loop_modify_fd(c->srv->loop, c->src, conn_events(c));
+	return true;
+}
+
+static int conn_queue_frame(Conn *c, uint8_t type, const char *payload, size_t len)
+{
+	size_t need = c->out_len + PROTO_HEADER_SIZE + len;
+	uint8_t *grown;
+
+	if (len > PROTO_MAX_PAYLOAD)
+		return -EMSGSIZE;
+	grown = realloc(c->out, need);
+	if (!grown)
+		return -ENOMEM;
+	c->out = grown;
+	proto_header_encode(c->out + c->out_len, type, (uint32_t)len);
+	memcpy(c->out + c->out_len + PROTO_HEADER_SIZE, payload, len);
+	c->out_len = need;
+	return 0;
+}
+
+void conn_reply(Conn *c, struct json_object *reply, int *fds, size_t nfds)
+{
+	size_t len;
+	const char *txt = json_object_to_json_string_length(reply, JSON_C_TO_STRING_PLAIN, &len);
+	int r;
+
+	c->busy = false;
+	r = conn_queue_frame(c, PROTO_JSON, txt, len);
+	json_object_put(reply);
+	if (r < 0) {
+		log_err("cannot queue a reply: %s", strerror(-r));
+		for (size_t i = 0; i < nfds; i++)
+			close(fds[i]);
+		c->closing = true;
+	} else {
+		for (size_t i = 0; i < nfds && c->out_nfds < PROTO_MAX_FDS; i++)
+			c->out_fds[c->out_nfds++] = fds[i];
+	}
+	conn_flush(c);
+}
+
+void *conn_get_data(Conn *c)
+{
+	return c->data;
+}
+
+void conn_set_data(Conn *c, void *data)
+{
+	c->data = data;
+}
+
+/* Decode one request from the input buffer, if whole. false when the conn was closed. */
+static bool conn_take_request(Conn *c)
+{
+	struct json_tokener *tok;
+	struct json_object *req;
+	uint8_t type;
+	size_t plen;
+	ssize_t n = proto_frame_parse(c->in, c->in_len, &type, &plen);
+
+	if (n == 0)
+		return true;
+	if (n < 0 || type != PROTO_JSON) {
+		log_warn("dropping a worker connection: malformed frame");
+		conn_free(c);
+		return false;
+	}
+	tok = json_tokener_new_ex(REQUEST_MAX_DEPTH);
+	req = tok ? json_tokener_parse_ex(tok, (const char *)c->in + PROTO_HEADER_SIZE, (int)plen)
+		  : NULL;
+	if (tok && json_tokener_get_error(tok) != json_tokener_success) {
+		json_object_put(req);
+		req = NULL;
+	}
+	json_tokener_free(tok);
+	memmove(c->in, c->in + n, c->in_len - (size_t)n);
+	c->in_len -= (size_t)n;
+	if (!req || !json_object_is_type(req, json_type_object)) {
+		json_object_put(req);
+		log_warn("dropping a worker connection: request is not a JSON object");
+		conn_free(c);
+		return false;
+	}
+	c->busy = true;
+	loop_modify_fd(c->srv->loop, c->src, conn_events(c));
+	c->srv->on_req(c->srv->data, c, req);
+	return true;
+}
+
+static void conn_read(Conn *c)
+{
+	for (;;) {
+		ssize_t n;
+
+		if (c->in_cap - c->in_len < 65536) {
+			size_t cap = c->in_cap ? c->in_cap * 2 : 65536;
+			uint8_t *grown;
+
+			if (cap > PROTO_MAX_PAYLOAD + PROTO_HEADER_SIZE + 65536) {
+				conn_free(c);
+				return;
+			}
+			grown = realloc(c->in, cap);
+			if (!grown) {
+				conn_free(c);
+				return;
+			}
+			c->in = grown;
+			c->in_cap = cap;
+		}
+		n = read(c->fd, c->in + c->in_len, c->in_cap - c->in_len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN)
+				break;
+			conn_free(c);
+			return;
+		}
+		if (n == 0) {
+			conn_free(c);
+			return;
+		}
+		c->in_len += (size_t)n;
+		if (!conn_take_request(c) || c->busy)
+			return;
+	}
+}
+
+static void on_conn_event(Loop *l, int fd, uint32_t events, void *data)
+{
+	Conn *c = data;
+
+	(void)l;
+	(void)fd;
+	if (events & (EPOLLERR | EPOLLHUP)) {
+		conn_free(c);
+		return;
+	}
+	if ((events & EPOLLOUT) && !conn_flush(c))
+		return;
+	if (events & EPOLLIN) {
+		conn_read(c);
+		return;
+	}
+	/* Peer shut down its side while we still owe a reply: finish the reply, then close. */
+	if (events & EPOLLRDHUP) {
+		if (c->busy || c->out_len > c->out_off) {
+			c->closing = true;
+			if (!c->busy)
+				conn_flush(c);
+			else
+				loop_modify_fd(c->srv->loop, c->src, conn_events(c) & ~EPOLLRDHUP);
+		} else {
+			conn_free(c);
+		}
+	}
+}
+
+static bool peer_allowed(Server *s, int fd)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+		return false;
+	return cred.uid == 0 || (s->worker_uid != (uid_t)-1 && cred.uid == s->worker_uid) ||
+	       (s->group != (gid_t)-1 && cred.gid == s->group);
+}
+
+static void on_accept(Loop *l, int fd, uint32_t events, void *data)
+{
+	Server *s = data;
+
+	(void)events;
+	for (;;) {
+		int cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		Conn *c;
+
+		if (cfd < 0) {
+			if (errno != EAGAIN && errno != EINTR)
+				log_warn("accept: %m");
+			return;
+		}
+		if (!peer_allowed(s, cfd)) {
+			log_warn("refused a connection from a peer outside the worker group");
+			close(cfd);
+			continue;
+		}
+		c = calloc(1, sizeof(*c));
+		if (!c) {
+			close(cfd);
+			continue;
+		}
+		c->srv = s;
+		c->fd = cfd;
+		if (loop_add_fd(l, cfd, EPOLLIN | EPOLLRDHUP, on_conn_event, c, &c->src) < 0) {
+			close(cfd);
+			free(c);
+			continue;
+		}
+		c->next = s->conns;
+		if (s->conns)
+			s->conns->prev = c;
+		s->conns = c;
+	}
+}
+
+static int listen_unix(const char *path, gid_t group)
+{
+	_cleanup_close_ int fd = -1;
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sa.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	if (unlink(path) < 0 && errno != ENOENT)
+		return -errno;
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return -errno;
+	if (chmod(path, 0660) < 0)
+		return -errno;
+	if (group != (gid_t)-1 && chown(path, 0, group) < 0)
+		return -errno;
+	if (listen(fd, 256) < 0)
+		return -errno;
+	return TAKE_FD(fd);
+}
+
+int server_new(Loop *l, const char *path, uid_t worker_uid, gid_t group, server_request_cb on_req,
+	       server_closed_cb on_closed, void *data, Server **ret)
+{
+	Server *s = calloc(1, sizeof(*s));
+	int r;
+
+	if (!s)
+		return -ENOMEM;
+	*s = (Server){ .loop = l, .worker_uid = worker_uid, .group = group, .on_req = on_req,
+		       .on_closed = on_closed, .data = data };
+	s->fd = listen_unix(path, group);
+	if (s->fd < 0) {
+		r = s->fd;
+		free(s);
+		return r;
+	}
+	r = loop_add_fd(l, s->fd, EPOLLIN, on_accept, s, &s->src);
+	if (r < 0) {
+		close(s->fd);
+		free(s);
+		return r;
+	}
+	*ret = s;
+	return 0;
+}
+
+Server *server_free(Server *s)
+{
+	if (!s)
+		return NULL;
+	while (s->conns)
+		conn_free(s->conns);
+	loop_remove(s->loop, s->src);
+	close(s->fd);
+	free(s);
+	return NULL;
+}

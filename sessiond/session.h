@@ -1,0 +1,158 @@
+/* SPDX-License-Identifier: MIT */
+/* Internal types of the manager: sessions, their interpreters and the run in flight. */
+#pragma once
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "config.h"
+#include "editor.h"
+#include "init_proto.h"
+#include "loop.h"
+#include "sandbox.h"
+#include "server.h"
+#include "store.h"
+
+#define SESSION_ID_MAX 128
+
+/* The interpreters a session can hold, one of each at most. */
+enum interp_kind { INTERP_PYTHON, INTERP_BASH, INTERP_KIND_COUNT };
+
+enum interp_state {
+	INTERP_DEAD,	 /* not running; started on demand */
+	INTERP_STARTING, /* INIT_SPAWN sent, waiting for INIT_SPAWNED */
+	INTERP_READY,	 /* idle or running a request */
+};
+
+typedef struct Session Session;
+typedef struct Run Run;
+typedef struct Manager Manager;
+
+/* Bytes of one output stream of a run, capped: the head is kept, the rest counted. */
+typedef struct OutBuf {
+	char *buf;	 /* kept bytes */
+	size_t len, cap; /* used and allocated */
+	uint64_t omitted; /* bytes dropped past the cap */
+} OutBuf;
+
+/* One interpreter process inside a session's sandbox. */
+typedef struct Interp {
+	Session *s;
+	enum interp_kind kind;
+	enum interp_state state;
+	pid_t ns_pid;	       /* pid inside the sandbox */
+	pid_t host_pid;	       /* the same process seen from the daemon */
+	int pidfd, ctl, out, err; /* from INIT_SPAWNED */
+	LoopSource *ctl_src, *out_src, *err_src;
+	char *line;	       /* reply bytes received on ctl */
+	size_t line_len, line_cap;
+	char *wbuf;	       /* request bytes not yet written to ctl */
+	size_t wlen, woff;
+	OutBuf out_buf, err_buf; /* the current run's output */
+} Interp;
+
+/* Phases of an execution. */
+enum run_phase {
+	RUN_STARTING,	 /* waiting for the interpreter to start */
+	RUN_RUNNING,	 /* request sent, waiting for its reply */
+	RUN_INTERRUPTED, /* deadline passed, SIGINT sent, grace timer armed */
+	RUN_REAPING,	 /* finished; killing what the run left behind */
+	RUN_KILLING,	 /* grace passed; killing every process of the session */
+};
+
+/* The one execution in flight in a session. */
+struct Run {
+	Session *s;
+	Conn *conn;		/* NULL once the worker went away */
+	enum interp_kind kind;
+	enum run_phase phase;
+	char *code;		/* what to run */
+	bool cell;		/* notebook mode: result and error objects (code plane) */
+	uint64_t timeout_ms;
+	uint64_t start_ms;	/* monotonic, for execution_time_ms */
+	double start_real;	/* POSIX seconds, for the log */
+	struct timespec start_ts; /* realtime, for produced files */
+	SandboxUsage usage0;	/* cgroup counters at the start */
+	LoopSource *timer;	/* deadline or grace */
+	bool timed_out;		/* deadline passed */
+	bool interrupted_ok;	/* the interpreter answered after SIGINT */
+	bool lost_state;	/* interpreter killed; a new one will start */
+	int return_code;
+	json_object *reply;	/* the interpreter's reply object (python), owned */
+	char *note;		/* text appended to stderr, owned */
+};
+
+/* One session: a sandbox and what runs in it. */
+struct Session {
+	Manager *m;
+	char id[SESSION_ID_MAX + 1];
+	char *tenant;		/* NULL when none */
+	uid_t uid;
+	double created_at, last_activity_at;
+	int64_t idle_timeout, max_lifetime;
+	Sandbox sb;		/* pid, pidfd, ctl of init */
+	LoopSource *ctl_src;	/* init's control socket */
+	int ws_fd;		/* O_PATH of the workspace root */
+	EditorUndo *undo;
+	Interp interps[INTERP_KIND_COUNT];
+	Run *run;		/* the execution in flight, or NULL */
+	uint32_t seq;		/* last init request number */
+	Session *prev, *next;
+};
+
+/* A session whose sandbox is being torn down: waiting for init to exit. */
+typedef struct Zombie {
+	Manager *m;
+	char id[SESSION_ID_MAX + 1];
+	uid_t uid;
+	int pidfd;
+	LoopSource *src;	/* pidfd watch, then the retry timer */
+	unsigned tries;		/* cgroup removal attempts */
+	struct Zombie *prev, *next;
+} Zombie;
+
+struct Manager {
+	const PaddockConfig *cfg;
+	Loop *loop;
+	Store *store;
+	SandboxEnv *env;
+	Session *sessions;	/* live sessions */
+	size_t n_sessions;
+	Zombie *zombies;	/* sandboxes being torn down */
+	uint8_t *uids;		/* one byte per uid in the range: in use */
+	LoopSource *reclaim;	/* periodic reclaim timer */
+	char *python_argv[8];	/* how init starts each interpreter */
+	char *bash_argv[8];
+};
+
+/* manager.c */
+Session *session_find(Manager *m, const char *id, const char *tenant);
+void session_destroy(Session *s, const char *why);
+json_object *reply_error(const char *kind, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+json_object *reply_ok(void);
+const char *req_string(json_object *req, const char *key);
+bool req_int(json_object *req, const char *key, int64_t *v);
+
+/* run.c */
+void run_start(Session *s, Conn *c, enum interp_kind kind, const char *code, bool cell,
+	       uint64_t timeout_ms);
+void run_abort(Session *s, const char *why);
+void run_conn_closed(Manager *m, Conn *c);
+void session_on_init_event(Loop *l, int fd, uint32_t events, void *data);
+void interp_close(Interp *ip);
+void interp_destroy(Interp *ip);
+void outbuf_append(OutBuf *b, const char *data, size_t len, size_t cap);
+char *outbuf_finish(OutBuf *b);
+
+/* files.c */
+void op_edit(Manager *m, Conn *c, Session *s, json_object *req);
+void op_list(Manager *m, Conn *c, Session *s, json_object *req);
+void op_get(Manager *m, Conn *c, Session *s, json_object *req);
+void op_put(Manager *m, Conn *c, Session *s, json_object *req);
+void op_put_commit(Manager *m, Conn *c, json_object *req);
+void op_put_abort(Manager *m, Conn *c);
+void upload_drop(Manager *m, Conn *c);
+json_object *produced_files(Session *s, const struct timespec *since);

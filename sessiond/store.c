@@ -1,0 +1,373 @@
+/* SPDX-License-Identifier: MIT */
+/* SQLite access: the one place sqlite result codes become -errno. */
+#include "store.h"
+
+#include <errno.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "cleanup.h"
+#include "schema.h"
+
+struct Store {
+	sqlite3 *db; /* the connection; the daemon is its only writer */
+};
+
+static int errno_from_sqlite(int rc)
+{
+	switch (rc & 0xff) {
+	case SQLITE_OK:
+	case SQLITE_ROW:
+	case SQLITE_DONE:
+		return 0;
+	case SQLITE_BUSY:
+	case SQLITE_LOCKED:
+		return -EBUSY;
+	case SQLITE_NOMEM:
+		return -ENOMEM;
+	case SQLITE_CONSTRAINT:
+		return -EEXIST;
+	case SQLITE_NOTFOUND:
+		return -ENOENT;
+	case SQLITE_FULL:
+		return -ENOSPC;
+	case SQLITE_READONLY:
+	case SQLITE_PERM:
+	case SQLITE_AUTH:
+		return -EACCES;
+	case SQLITE_CORRUPT:
+	case SQLITE_NOTADB:
+		return -EUCLEAN;
+	default:
+		return -EIO;
+	}
+}
+
+static void stmt_finalizep(sqlite3_stmt **st)
+{
+	sqlite3_finalize(*st);
+}
+#define _cleanup_stmt_ _cleanup_(stmt_finalizep)
+
+static int exec_sql(Store *s, const char *sql)
+{
+	return errno_from_sqlite(sqlite3_exec(s->db, sql, NULL, NULL, NULL));
+}
+
+static int user_version(Store *s, int *v)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	int rc = sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &st, NULL);
+
+	if (rc != SQLITE_OK)
+		return errno_from_sqlite(rc);
+	if (sqlite3_step(st) != SQLITE_ROW)
+		return -EIO;
+	*v = sqlite3_column_int(st, 0);
+	return 0;
+}
+
+static int migrate(Store *s)
+{
+	int v, r;
+
+	r = user_version(s, &v);
+	if (r < 0)
+		return r;
+	for (unsigned i = 0; i < schema_migrations_count; i++) {
+		const SchemaMigration *m = &schema_migrations[i];
+		char pragma[64];
+
+		if (m->version <= v)
+			continue;
+		snprintf(pragma, sizeof(pragma), "PRAGMA user_version = %d;", m->version);
+		/* Each migration and its version bump commit together or not at all. */
+		r = exec_sql(s, "BEGIN IMMEDIATE");
+		if (r < 0)
+			return r;
+		r = exec_sql(s, m->sql);
+		if (r == 0)
+			r = exec_sql(s, pragma);
+		if (r < 0) {
+			exec_sql(s, "ROLLBACK");
+			return r;
+		}
+		r = exec_sql(s, "COMMIT");
+		if (r < 0)
+			return r;
+		v = m->version;
+	}
+	return 0;
+}
+
+int store_open(const char *path, Store **ret)
+{
+	Store *s = calloc(1, sizeof(*s));
+	int r;
+
+	if (!s)
+		return -ENOMEM;
+	r = errno_from_sqlite(sqlite3_open_v2(path, &s->db,
+					      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+						      SQLITE_OPEN_NOMUTEX,
+					      NULL));
+	if (r == 0)
+		r = exec_sql(s, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;"
+				"PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 2000;");
+	if (r == 0)
+		r = migrate(s);
+	if (r < 0) {
+		store_close(s);
+		return r;
+	}
+	*ret = s;
+	return 0;
+}
+
+Store *store_close(Store *s)
+{
+	if (!s)
+		return NULL;
+	sqlite3_close_v2(s->db);
+	free(s);
+	return NULL;
+}
+
+static int prepare(Store *s, const char *sql, sqlite3_stmt **st)
+{
+	return errno_from_sqlite(sqlite3_prepare_v2(s->db, sql, -1, st, NULL));
+}
+
+static int step_done(sqlite3_stmt *st)
+{
+	int rc = sqlite3_step(st);
+
+	return rc == SQLITE_DONE ? 0 : errno_from_sqlite(rc);
+}
+
+static void bind_text_or_null(sqlite3_stmt *st, int i, const char *v)
+{
+	if (v)
+		sqlite3_bind_text(st, i, v, -1, SQLITE_STATIC);
+	else
+		sqlite3_bind_null(st, i);
+}
+
+int store_session_insert(Store *s, const SessionRow *row)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	int r = prepare(s,
+			"INSERT INTO sessions (id, tenant, uid, created_at, last_activity_at,"
+			" idle_timeout, max_lifetime, image, init_pid, init_ctl_fd)"
+			" VALUES (?,?,?,?,?,?,?,?,?,?)",
+			&st);
+
+	if (r < 0)
+		return r;
+	sqlite3_bind_text(st, 1, row->id, -1, SQLITE_STATIC);
+	bind_text_or_null(st, 2, row->tenant);
+	sqlite3_bind_int64(st, 3, row->uid);
+	sqlite3_bind_double(st, 4, row->created_at);
+	sqlite3_bind_double(st, 5, row->last_activity_at);
+	sqlite3_bind_int64(st, 6, row->idle_timeout);
+	sqlite3_bind_int64(st, 7, row->max_lifetime);
+	bind_text_or_null(st, 8, row->image);
+	sqlite3_bind_int64(st, 9, row->init_pid);
+	sqlite3_bind_int(st, 10, row->init_ctl_fd);
+	return step_done(st);
+}
+
+int store_session_touch(Store *s, const char *id, double last_activity_at)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	int r = prepare(s, "UPDATE sessions SET last_activity_at = ? WHERE id = ?", &st);
+
+	if (r < 0)
+		return r;
+	sqlite3_bind_double(st, 1, last_activity_at);
+	sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
+	return step_done(st);
+}
+
+int store_session_delete(Store *s, const char *id)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	int r = prepare(s, "DELETE FROM sessions WHERE id = ?", &st);
+
+	if (r < 0)
+		return r;
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	return step_done(st);
+}
+
+static char *dup_col(sqlite3_stmt *st, int i)
+{
+	const unsigned char *t = sqlite3_column_text(st, i);
+
+	return t ? strdup((const char *)t) : NULL;
+}
+
+void session_rows_free(SessionRow *rows, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(rows[i].id);
+		free(rows[i].tenant);
+		free(rows[i].image);
+	}
+	free(rows);
+}
+
+int store_sessions_load(Store *s, SessionRow **rows_ret, size_t *n_ret)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	SessionRow *rows = NULL;
+	size_t n = 0;
+	int rc, r;
+
+	r = prepare(s,
+		    "SELECT id, tenant, uid, created_at, last_activity_at, idle_timeout,"
+		    " max_lifetime, image, init_pid, init_ctl_fd FROM sessions",
+		    &st);
+	if (r < 0)
+		return r;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		SessionRow *grown = realloc(rows, (n + 1) * sizeof(*rows));
+
+		if (!grown) {
+			session_rows_free(rows, n);
+			return -ENOMEM;
+		}
+		rows = grown;
+		rows[n] = (SessionRow){
+			.id = dup_col(st, 0),
+			.tenant = dup_col(st, 1),
+			.uid = (uid_t)sqlite3_column_int64(st, 2),
+			.created_at = sqlite3_column_double(st, 3),
+			.last_activity_at = sqlite3_column_double(st, 4),
+			.idle_timeout = sqlite3_column_int64(st, 5),
+			.max_lifetime = sqlite3_column_int64(st, 6),
+			.image = dup_col(st, 7),
+			.init_pid = (pid_t)sqlite3_column_int64(st, 8),
+			.init_ctl_fd = sqlite3_column_int(st, 9),
+		};
+		n++;
+	}
+	if (rc != SQLITE_DONE) {
+		session_rows_free(rows, n);
+		return errno_from_sqlite(rc);
+	}
+	*rows_ret = rows;
+	*n_ret = n;
+	return 0;
+}
+
+static int lookup_file_id(Store *s, const char *sid, const char *path, char *out, size_t outlen)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	int rc, r = prepare(s, "SELECT file_id FROM files WHERE session_id = ? AND path = ?", &st);
+
+	if (r < 0)
+		return r;
+	sqlite3_bind_text(st, 1, sid, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, path, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_DONE)
+		return -ENOENT;
+	if (rc != SQLITE_ROW)
+		return errno_from_sqlite(rc);
+	snprintf(out, outlen, "%s", (const char *)sqlite3_column_text(st, 0));
+	return 0;
+}
+
+int store_file_id(Store *s, const char *session_id, const char *path, char *out, size_t outlen)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	uint8_t rnd[12];
+	int r;
+
+	r = lookup_file_id(s, session_id, path, out, outlen);
+	if (r != -ENOENT)
+		return r;
+	if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
+		return -EIO;
+	if (outlen < 5 + 2 * sizeof(rnd) + 1)
+		return -ENOBUFS;
+	memcpy(out, "file_", 5);
+	for (size_t i = 0; i < sizeof(rnd); i++)
+		snprintf(out + 5 + 2 * i, 3, "%02x", rnd[i]);
+	r = prepare(s, "INSERT INTO files (file_id, session_id, path) VALUES (?,?,?)", &st);
+	if (r < 0)
+		return r;
+	sqlite3_bind_text(st, 1, out, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, session_id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, path, -1, SQLITE_STATIC);
+	return step_done(st);
+}
+
+int store_file_path(Store *s, const char *session_id, const char *file_id, char **path)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	int rc, r = prepare(s, "SELECT path FROM files WHERE session_id = ? AND file_id = ?", &st);
+
+	if (r < 0)
+		return r;
+	sqlite3_bind_text(st, 1, session_id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, file_id, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_DONE)
+		return -ENOENT;
+	if (rc != SQLITE_ROW)
+		return errno_from_sqlite(rc);
+	*path = dup_col(st, 0);
+	return *path ? 0 : -ENOMEM;
+}
+
+int store_exec_log(Store *s, const char *session_id, const char *tool, double started_at,
+		   int64_t duration_ms, int return_code, const char *outcome)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	int r = prepare(s,
+			"INSERT INTO executions (session_id, tool, started_at, duration_ms,"
+			" return_code, outcome) VALUES (?,?,?,?,?,?)",
+			&st);
+
+	if (r < 0)
+		return r;
+	sqlite3_bind_text(st, 1, session_id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, tool, -1, SQLITE_STATIC);
+	sqlite3_bind_double(st, 3, started_at);
+	sqlite3_bind_int64(st, 4, duration_ms);
+	sqlite3_bind_int(st, 5, return_code);
+	sqlite3_bind_text(st, 6, outcome, -1, SQLITE_STATIC);
+	return step_done(st);
+}
+
+int store_exec_prune(Store *s, int64_t keep)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	int r = prepare(s,
+			"DELETE FROM executions WHERE id <= (SELECT MAX(id) FROM executions) - ?",
+			&st);
+
+	if (r < 0)
+		return r;
+	sqlite3_bind_int64(st, 1, keep);
+	return step_done(st);
+}
+
+int store_integrity_check(Store *s)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	const unsigned char *t;
+	int r = prepare(s, "PRAGMA integrity_check", &st);
+
+	if (r < 0)
+		return r;
+	if (sqlite3_step(st) != SQLITE_ROW)
+		return -EIO;
+	t = sqlite3_column_text(st, 0);
+	return t && strcmp((const char *)t, "ok") == 0 ? 0 : -EUCLEAN;
+}

@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: MIT */
+/* Session metadata in SQLite (WAL): what must outlive the daemon process. */
+#pragma once
+
+#include <stdint.h>
+#include <sys/types.h>
+
+typedef struct Store Store;
+
+/* One row of the sessions table. Strings owned by the row. */
+typedef struct SessionRow {
+	char *id;
+	char *tenant; /* NULL when none */
+	uid_t uid;
+	double created_at;
+	double last_activity_at;
+	int64_t idle_timeout;
+	int64_t max_lifetime;
+	char *image;  /* NULL when none */
+	pid_t init_pid;
+	int init_ctl_fd;
+} SessionRow;
+
+/* Open (creating) the database at path and apply pending migrations. */
+int store_open(const char *path, Store **ret);
+Store *store_close(Store *s);
+
+int store_session_insert(Store *s, const SessionRow *row);
+int store_session_touch(Store *s, const char *id, double last_activity_at);
+int store_session_delete(Store *s, const char *id);
+/* Every session row; the caller frees with session_rows_free(). */
+int store_sessions_load(Store *s, SessionRow **rows_ret, size_t *n_ret);
+void session_rows_free(SessionRow *rows, size_t n);
+
+/* The stable file id of path in session id, made on first sight. out gets 40 bytes. */
+int store_file_id(Store *s, const char *session_id, const char *path, char *out, size_t outlen);
+/* The path a file id names in that session; -ENOENT if none. Caller frees *path. */
+int store_file_path(Store *s, const char *session_id, const char *file_id, char **path);
+
+/* Append to the executions log. */
+int store_exec_log(Store *s, const char *session_id, const char *tool, double started_at,
+		   int64_t duration_ms, int return_code, const char *outcome);
+/* Drop log rows beyond the newest keep. */
+int store_exec_prune(Store *s, int64_t keep);
+
+/* 0 when PRAGMA integrity_check says ok. */
+int store_integrity_check(Store *s);
