@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Install what paddock needs to build, run, test and bench on Debian 12, and create
+# the unprivileged `paddock` user. Idempotent: does nothing when all is in place.
+set -euo pipefail
+
+packages=(
+	# build
+	build-essential cmake pkg-config clang-format
+	libfcgi-dev libjson-c-dev libsqlite3-dev libnl-3-dev libnl-route-3-dev libseccomp-dev
+	# run: the front door and the runtimes a session starts
+	nginx-light python3 bash nodejs
+	# tests, benches and the README walk-through
+	python3-pytest python3-requests python3-jsonschema python3-yaml curl procps
+)
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "deps.sh: run as root (it installs packages and creates a system user)" >&2
+	exit 1
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+	status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+	case "$status" in
+	*"ok installed") ;;
+	*) missing+=("$p") ;;
+	esac
+done
+
+if [ "${#missing[@]}" -gt 0 ]; then
+	echo "deps.sh: installing ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	# Refresh the package lists only when an install is needed and they look stale
+	# (empty, or older than a day); retry the install once after a refresh.
+	lists=/var/lib/apt/lists
+	if [ -z "$(find "$lists" -maxdepth 1 -name '*Packages*' -mmin -1440 -print -quit 2>/dev/null)" ]; then
+		apt-get update -q
+	fi
+	if ! apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null; then
+		apt-get update -q
+		apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null
+	fi
+fi
+
+if ! getent group paddock >/dev/null; then
+	groupadd --system paddock
+fi
+if ! getent passwd paddock >/dev/null; then
+	useradd --system --gid paddock --no-create-home --home-dir /nonexistent \
+		--shell /usr/sbin/nologin paddock
+fi
