@@ -1,0 +1,669 @@
+/* SPDX-License-Identifier: MIT */
+/* Confined file operations on a session workspace: every path is resolved by openat2(). */
+#include "wsfs.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include "cleanup.h"
+
+/*
+ * How every path below ws_fd is resolved. BENEATH refuses "..", absolute paths and absolute
+ * symlinks that leave the starting directory (-EXDEV); NO_MAGICLINKS refuses /proc-style
+ * links (-ELOOP); NO_XDEV refuses crossing into another mount, since the workspace is a
+ * mount of its own and anything mounted inside it is not the session's.
+ */
+#define WS_RESOLVE (RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
+
+/* openat2() answers -EAGAIN when a rename raced with a ".." lookup; it is safe to retry. */
+#define WS_OPEN_TRIES 8
+
+/* Deepest directory level a walk descends to (each level holds one fd). */
+#define WS_WALK_MAX_DEPTH 64
+
+/* Directory entries one walk may look at, so a huge tree cannot stall the daemon. */
+#define WS_WALK_BUDGET 200000
+
+/* Attempts at a fresh random name for the temporary link of a commit. */
+#define WS_TMPNAME_TRIES 16
+
+static void dirp_close(DIR **d)
+{
+	if (*d)
+		closedir(*d);
+}
+
+static void json_putp(struct json_object **o)
+{
+	json_object_put(*o);
+}
+
+static int ws_openat2(int dfd, const char *path, uint64_t flags, uint64_t mode)
+{
+	struct open_how how = {
+		.flags = flags | O_CLOEXEC,
+		.mode = mode,
+		.resolve = WS_RESOLVE,
+	};
+
+	for (int i = 0; i < WS_OPEN_TRIES; i++) {
+		long fd = syscall(SYS_openat2, dfd, path, &how, sizeof(how));
+		if (fd >= 0)
+			return (int)fd;
+		if (errno != EAGAIN)
+			return -errno;
+	}
+	return -EAGAIN;
+}
+
+static bool is_dot_or_dotdot(const char *name)
+{
+	return strcmp(name, ".") == 0 || strcmp(name, "..") == 0;
+}
+
+int wsfs_normalize(const char *api_path, bool allow_root, char *out, size_t outlen)
+{
+	static const char prefix[] = "/workspace";
+	const char *p = api_path;
+	size_t n = 0;
+
+	if (!api_path || !out || outlen == 0)
+		return -EINVAL;
+	if (strnlen(api_path, PATH_MAX) >= PATH_MAX)
+		return -EINVAL;
+
+	if (*p == '/') {
+		/* The only absolute paths that name the workspace are /workspace and below. */
+		if (strncmp(p, prefix, sizeof(prefix) - 1) != 0)
+			return -EPERM;
+		p += sizeof(prefix) - 1;
+		if (*p != '\0' && *p != '/')
+			return -EPERM;
+	}
+
+	while (*p) {
+		size_t len;
+
+		while (*p == '/')
+			p++;
+		if (!*p)
+			break;
+		len = strcspn(p, "/");
+		if (len > NAME_MAX)
+			return -EINVAL;
+		/* "." adds nothing; ".." is kept for the kernel to judge. */
+		if (!(len == 1 && p[0] == '.')) {
+			if (n + (n ? 1 : 0) + len + 1 > outlen)
+				return -ENOBUFS;
+			if (n)
+				out[n++] = '/';
+			memcpy(out + n, p, len);
+			n += len;
+		}
+		p += len;
+	}
+
+	if (n == 0) {
+		if (!allow_root)
+			return -EINVAL;
+		if (outlen < 2)
+			return -ENOBUFS;
+		out[n++] = '.';
+	}
+	out[n] = '\0';
+	return 0;
+}
+
+/* Split rel into its directory ("." when none) and last component (pointing into rel). */
+static int split_parent(const char *rel, char *dir, size_t dirlen, const char **base)
+{
+	const char *slash;
+	size_t len;
+
+	if (!rel || !*rel)
+		return -EINVAL;
+	slash = strrchr(rel, '/');
+	if (!slash) {
+		if (dirlen < 2)
+			return -ENAMETOOLONG;
+		strcpy(dir, ".");
+		*base = rel;
+		return 0;
+	}
+	if (slash[1] == '\0')
+		return -EINVAL;
+	len = (size_t)(slash - rel);
+	if (len == 0)
+		return -EINVAL; /* absolute: normalized paths never are */
+	if (len + 1 > dirlen)
+		return -ENAMETOOLONG;
+	memcpy(dir, rel, len);
+	dir[len] = '\0';
+	*base = slash + 1;
+	return 0;
+}
+
+int wsfs_open_read(int ws_fd, const char *rel, struct stat *st)
+{
+	struct stat buf;
+	_cleanup_close_ int fd = -1;
+
+	if (!st)
+		st = &buf;
+	/* O_NONBLOCK so that a FIFO planted in the workspace cannot make the open hang. */
+	fd = ws_openat2(ws_fd, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
+	if (fd < 0)
+		return fd;
+	if (fstat(fd, st) < 0)
+		return -errno;
+	if (S_ISDIR(st->st_mode))
+		return -EISDIR;
+	/* FIFOs, sockets and devices are not files to serve: -EINVAL (a bad request). */
+	if (!S_ISREG(st->st_mode))
+		return -EINVAL;
+	if (fcntl(fd, F_SETFL, 0) < 0)
+		return -errno;
+	return TAKE_FD(fd);
+}
+
+int wsfs_open_tmp(int ws_fd, uid_t uid, gid_t gid)
+{
+	_cleanup_close_ int fd = -1;
+
+	fd = ws_openat2(ws_fd, ".", O_TMPFILE | O_RDWR, 0644);
+	if (fd < 0)
+		return fd;
+	if (fchown(fd, uid, gid) < 0)
+		return -errno;
+	/* The daemon's umask must not decide what the session can do with its own file. */
+	if (fchmod(fd, 0644) < 0)
+		return -errno;
+	return TAKE_FD(fd);
+}
+
+/*
+ * One step of mkdirs: open the directory prefix (resolved from the workspace root, so a
+ * symlink inside that stays inside is followed), or make name in parent when it is missing.
+ */
+static int mkdir_step(int ws_fd, int parent, const char *prefix, const char *name, uid_t uid,
+		      gid_t gid)
+{
+	_cleanup_close_ int fd = -1;
+	bool made = false;
+
+	fd = ws_openat2(ws_fd, prefix, O_PATH | O_DIRECTORY, 0);
+	if (fd != -ENOENT)
+		return TAKE_FD(fd);
+
+	if (mkdirat(parent, name, 0755) == 0)
+		made = true;
+	else if (errno != EEXIST)
+		return -errno;
+
+	/* Open what is now there by name in parent, never through a symlink swapped in. */
+	fd = ws_openat2(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+	if (fd < 0)
+		return fd;
+	if (made && (fchown(fd, uid, gid) < 0 || fchmod(fd, 0755) < 0))
+		return -errno;
+	return TAKE_FD(fd);
+}
+
+/* Open the directory dir below the workspace, making missing levels as uid:gid. */
+static int mkdirs_open(int ws_fd, const char *dir, uid_t uid, gid_t gid)
+{
+	char prefix[PATH_MAX];
+	_cleanup_close_ int cur = -1;
+	size_t len = strlen(dir), i = 0;
+
+	cur = ws_openat2(ws_fd, ".", O_PATH | O_DIRECTORY, 0);
+	if (cur < 0)
+		return cur;
+	if (strcmp(dir, ".") == 0)
+		return TAKE_FD(cur);
+	if (len >= sizeof(prefix))
+		return -ENAMETOOLONG;
+	memcpy(prefix, dir, len + 1);
+
+	while (i < len) {
+		size_t start = i;
+		char saved;
+		int fd;
+
+		while (i < len && prefix[i] != '/')
+			i++;
+		if (i == start) {
+			i++;
+			continue;
+		}
+		saved = prefix[i];
+		prefix[i] = '\0';
+		fd = mkdir_step(ws_fd, cur, prefix, prefix + start, uid, gid);
+		prefix[i] = saved;
+		if (fd < 0)
+			return fd;
+		safe_close(cur);
+		cur = fd;
+		i++;
+	}
+	return TAKE_FD(cur);
+}
+
+int wsfs_mkdirs(int ws_fd, const char *rel, uid_t uid, gid_t gid)
+{
+	char dir[PATH_MAX];
+	const char *base;
+	_cleanup_close_ int fd = -1;
+	int r;
+
+	r = split_parent(rel, dir, sizeof(dir), &base);
+	if (r < 0)
+		return r;
+	fd = mkdirs_open(ws_fd, dir, uid, gid);
+	return fd < 0 ? fd : 0;
+}
+
+static int random_name(char *name, size_t len)
+{
+	unsigned long long v;
+
+	if (getrandom(&v, sizeof(v), 0) != sizeof(v))
+		return -EIO;
+	if ((size_t)snprintf(name, len, ".paddock-%016llx", v) >= len)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+/* Give the unnamed tmp_fd a fresh random name in dfd. */
+static int link_tmpfile(int tmp_fd, int dfd, char *name, size_t len)
+{
+	char proc[64];
+	int r;
+
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", tmp_fd);
+	for (int i = 0; i < WS_TMPNAME_TRIES; i++) {
+		r = random_name(name, len);
+		if (r < 0)
+			return r;
+		if (linkat(tmp_fd, "", dfd, name, AT_EMPTY_PATH) == 0)
+			return 0;
+		/* AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH; without it, go through /proc. */
+		if (errno == ENOENT &&
+		    linkat(AT_FDCWD, proc, dfd, name, AT_SYMLINK_FOLLOW) == 0)
+			return 0;
+		if (errno != EEXIST)
+			return -errno;
+	}
+	return -EEXIST;
+}
+
+int wsfs_commit(int ws_fd, int tmp_fd, const char *rel, uid_t uid, gid_t gid)
+{
+	char dir[PATH_MAX], tmpname[32];
+	const char *base;
+	_cleanup_close_ int dfd = -1;
+	struct stat st;
+	int r;
+
+	r = split_parent(rel, dir, sizeof(dir), &base);
+	if (r < 0)
+		return r;
+	if (is_dot_or_dotdot(base)) {
+		/* Names a directory; first let the kernel say whether it is even inside. */
+		_cleanup_close_ int fd = ws_openat2(ws_fd, rel, O_PATH | O_DIRECTORY, 0);
+		return fd < 0 ? fd : -EISDIR;
+	}
+
+	dfd = mkdirs_open(ws_fd, dir, uid, gid);
+	if (dfd < 0)
+		return dfd;
+
+	/*
+	 * Writes never go through a symlink at the last component. Should one be swapped in
+	 * after this check, renameat() replaces the link itself, never what it points to.
+	 */
+	if (fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+		if (S_ISDIR(st.st_mode))
+			return -EISDIR;
+		if (S_ISLNK(st.st_mode))
+			return -ELOOP;
+	} else if (errno != ENOENT) {
+		return -errno;
+	}
+
+	r = link_tmpfile(tmp_fd, dfd, tmpname, sizeof(tmpname));
+	if (r < 0)
+		return r;
+	if (renameat(dfd, tmpname, dfd, base) < 0) {
+		r = -errno;
+		(void)unlinkat(dfd, tmpname, 0);
+		return r;
+	}
+	return 0;
+}
+
+static bool timespec_ge(const struct timespec *a, const struct timespec *b)
+{
+	return a->tv_sec > b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec >= b->tv_nsec);
+}
+
+/* A bounded, symlink-free walk over regular files; visit() sees workspace-relative paths. */
+typedef struct Walk Walk;
+struct Walk {
+	size_t max;	  /* regular files to accept at most */
+	size_t n;	  /* regular files accepted so far */
+	size_t budget;	  /* directory entries still allowed to be examined */
+	const struct timespec *since; /* if set, only files modified at or after it count */
+	bool truncated;	  /* something was left out (max, budget, depth or path length) */
+	int (*visit)(Walk *w, const char *path, const struct stat *st); /* < 0 aborts */
+	void *userdata;	  /* for visit() */
+	char path[PATH_MAX]; /* the current path, workspace-relative */
+};
+
+/* Returns 0 to go on, 1 when the walk must stop, -errno on failure. Takes ownership of dfd. */
+static int walk_dir(Walk *w, int dfd, size_t len, unsigned depth)
+{
+	_cleanup_(dirp_close) DIR *d = NULL;
+	struct dirent *de;
+
+	d = fdopendir(dfd);
+	if (!d) {
+		int r = -errno;
+		close(dfd);
+		return r;
+	}
+
+	for (;;) {
+		struct stat st;
+		size_t nlen, plen;
+		int r;
+
+		errno = 0;
+		de = readdir(d);
+		if (!de)
+			return errno ? -errno : 0;
+		if (is_dot_or_dotdot(de->d_name))
+			continue;
+		if (w->budget == 0) {
+			w->truncated = true;
+			return 1;
+		}
+		w->budget--;
+
+		/* Never follows a symlink: the entry itself is looked at. */
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue; /* gone meanwhile */
+		if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+			continue;
+
+		nlen = strlen(de->d_name);
+		plen = len + (len ? 1 : 0) + nlen;
+		if (plen >= sizeof(w->path)) {
+			w->truncated = true;
+			continue;
+		}
+		if (len)
+			w->path[len] = '/';
+		memcpy(w->path + len + (len ? 1 : 0), de->d_name, nlen + 1);
+
+		if (S_ISREG(st.st_mode)) {
+			if (w->since && !timespec_ge(&st.st_mtim, w->since)) {
+				w->path[len] = '\0';
+				continue;
+			}
+			if (w->n >= w->max) {
+				w->truncated = true;
+				w->path[len] = '\0';
+				return 1;
+			}
+			r = w->visit(w, w->path, &st);
+			if (r < 0)
+				return r;
+			w->n++;
+		} else if (depth + 1 >= WS_WALK_MAX_DEPTH) {
+			w->truncated = true;
+		} else {
+			int child = ws_openat2(dirfd(d), de->d_name,
+					       O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+			if (child >= 0) {
+				r = walk_dir(w, child, plen, depth + 1);
+				if (r != 0) {
+					w->path[len] = '\0';
+					return r;
+				}
+			} else if (child != -ENOENT && child != -ELOOP && child != -ENOTDIR &&
+				   child != -EXDEV) {
+				/* Anything but a race with the session or a mount point. */
+				return child;
+			}
+		}
+		w->path[len] = '\0';
+	}
+}
+
+/* Walk the directory rel ("." for the workspace root) below ws_fd. */
+static int walk_start(Walk *w, int ws_fd, const char *rel)
+{
+	const char *start = (!rel || !*rel) ? "." : rel;
+	size_t len = 0;
+	int fd, r;
+
+	fd = ws_openat2(ws_fd, start, O_RDONLY | O_DIRECTORY, 0);
+	if (fd < 0)
+		return fd;
+	if (strcmp(start, ".") != 0) {
+		len = strlen(start);
+		if (len >= sizeof(w->path)) {
+			close(fd);
+			return -ENAMETOOLONG;
+		}
+		memcpy(w->path, start, len + 1);
+	} else {
+		w->path[0] = '\0';
+	}
+	if (w->budget == 0)
+		w->budget = WS_WALK_BUDGET;
+	r = walk_dir(w, fd, len, 0);
+	return r < 0 ? r : 0;
+}
+
+static int list_visit(Walk *w, const char *path, const struct stat *st)
+{
+	struct json_object *arr = w->userdata;
+	_cleanup_(json_putp) struct json_object *o = json_object_new_object();
+	double mtime = (double)st->st_mtim.tv_sec + (double)st->st_mtim.tv_nsec / 1e9;
+
+	if (!o)
+		return -ENOMEM;
+	if (json_object_object_add(o, "path", json_object_new_string(path)) < 0 ||
+	    json_object_object_add(o, "size_bytes", json_object_new_int64(st->st_size)) < 0 ||
+	    json_object_object_add(o, "modified_at", json_object_new_double(mtime)) < 0 ||
+	    json_object_object_add(o, "mime_type", json_object_new_string(wsfs_guess_mime(path))) <
+		    0)
+		return -ENOMEM;
+	if (json_object_array_add(arr, o) < 0)
+		return -ENOMEM;
+	o = NULL;
+	return 0;
+}
+
+static int cmp_entry_path(const void *a, const void *b)
+{
+	struct json_object *const *x = a, *const *y = b;
+	struct json_object *px, *py;
+
+	json_object_object_get_ex(*x, "path", &px);
+	json_object_object_get_ex(*y, "path", &py);
+	return strcmp(json_object_get_string(px), json_object_get_string(py));
+}
+
+int wsfs_list(int ws_fd, const char *rel, size_t max, struct json_object **ret, bool *truncated)
+{
+	_cleanup_(json_putp) struct json_object *arr = json_object_new_array();
+	_cleanup_free_ Walk *w = calloc(1, sizeof(*w));
+	int r;
+
+	if (!arr || !w)
+		return -ENOMEM;
+	w->max = max;
+	w->visit = list_visit;
+	w->userdata = arr;
+	r = walk_start(w, ws_fd, rel);
+	if (r < 0)
+		return r;
+	json_object_array_sort(arr, cmp_entry_path);
+	if (truncated)
+		*truncated = w->truncated;
+	*ret = TAKE_PTR(arr);
+	return 0;
+}
+
+/* Paths collected by wsfs_changed_since(). */
+typedef struct Changed {
+	char **paths;		      /* owned strings */
+	size_t n;		      /* used entries of paths */
+	size_t cap;		      /* allocated entries of paths */
+} Changed;
+
+static int changed_visit(Walk *w, const char *path, const struct stat *st)
+{
+	Changed *c = w->userdata;
+	char *dup;
+
+	(void)st;
+	if (c->n == c->cap) {
+		size_t cap = c->cap ? c->cap * 2 : 16;
+		char **p = reallocarray(c->paths, cap, sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		c->paths = p;
+		c->cap = cap;
+	}
+	dup = strdup(path);
+	if (!dup)
+		return -ENOMEM;
+	c->paths[c->n++] = dup;
+	return 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void changed_free(Changed *c)
+{
+	for (size_t i = 0; i < c->n; i++)
+		free(c->paths[i]);
+	free(c->paths);
+	c->paths = NULL;
+	c->n = 0;
+}
+
+/* The caller owns *paths_ret and each of its strings (free each, then the array). */
+int wsfs_changed_since(int ws_fd, const struct timespec *since, size_t max, char ***paths_ret,
+		       size_t *n_ret)
+{
+	_cleanup_free_ Walk *w = calloc(1, sizeof(*w));
+	Changed c = { 0 };
+	int r;
+
+	if (!w)
+		return -ENOMEM;
+	w->max = max;
+	w->since = since;
+	w->visit = changed_visit;
+	w->userdata = &c;
+	r = walk_start(w, ws_fd, ".");
+	if (r < 0) {
+		changed_free(&c);
+		return r;
+	}
+	if (c.n)
+		qsort(c.paths, c.n, sizeof(*c.paths), cmp_str);
+	*paths_ret = c.paths;
+	*n_ret = c.n;
+	return 0;
+}
+
+static const struct {
+	const char *ext;  /* lower-case extension, without the dot */
+	const char *mime; /* its type */
+} mime_table[] = {
+	{ "txt", "text/plain" },
+	{ "log", "text/plain" },
+	{ "csv", "text/csv" },
+	{ "tsv", "text/tab-separated-values" },
+	{ "json", "application/json" },
+	{ "jsonl", "application/x-ndjson" },
+	{ "ipynb", "application/x-ipynb+json" },
+	{ "py", "text/x-python" },
+	{ "js", "text/javascript" },
+	{ "mjs", "text/javascript" },
+	{ "ts", "text/x-typescript" },
+	{ "html", "text/html" },
+	{ "htm", "text/html" },
+	{ "css", "text/css" },
+	{ "md", "text/markdown" },
+	{ "c", "text/x-c" },
+	{ "h", "text/x-c" },
+	{ "sh", "application/x-sh" },
+	{ "xml", "application/xml" },
+	{ "yaml", "application/yaml" },
+	{ "yml", "application/yaml" },
+	{ "toml", "application/toml" },
+	{ "sql", "application/sql" },
+	{ "png", "image/png" },
+	{ "jpg", "image/jpeg" },
+	{ "jpeg", "image/jpeg" },
+	{ "gif", "image/gif" },
+	{ "webp", "image/webp" },
+	{ "bmp", "image/bmp" },
+	{ "svg", "image/svg+xml" },
+	{ "ico", "image/vnd.microsoft.icon" },
+	{ "pdf", "application/pdf" },
+	{ "zip", "application/zip" },
+	{ "gz", "application/gzip" },
+	{ "tgz", "application/gzip" },
+	{ "bz2", "application/x-bzip2" },
+	{ "xz", "application/x-xz" },
+	{ "tar", "application/x-tar" },
+	{ "parquet", "application/vnd.apache.parquet" },
+	{ "xlsx", "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet" },
+	{ "docx", "application/vnd.openxmlformats-officedocument.wordprocessingml.document" },
+	{ "pptx", "application/vnd.openxmlformats-officedocument.presentationml.presentation" },
+	{ "mp3", "audio/mpeg" },
+	{ "wav", "audio/wav" },
+	{ "mp4", "video/mp4" },
+	{ "webm", "video/webm" },
+};
+
+const char *wsfs_guess_mime(const char *path)
+{
+	const char *name, *dot;
+
+	if (!path)
+		return "application/octet-stream";
+	name = strrchr(path, '/');
+	name = name ? name + 1 : path;
+	dot = strrchr(name, '.');
+	/* A leading dot (".bashrc") marks a hidden file, not an extension. */
+	if (!dot || dot == name || dot[1] == '\0')
+		return "application/octet-stream";
+	for (size_t i = 0; i < ARRAY_SIZE(mime_table); i++)
+		if (strcasecmp(dot + 1, mime_table[i].ext) == 0)
+			return mime_table[i].mime;
+	return "application/octet-stream";
+}
