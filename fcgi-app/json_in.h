@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: MIT */
+/* Request JSON: parsing under size and depth limits, UTF-8 checks, typed field getters. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <json-c/json.h>
+
+#include "cleanup.h"
+
+static inline void json_putp(json_object **o)
+{
+	if (*o)
+		json_object_put(*o);
+}
+#define _cleanup_json_ _cleanup_(json_putp)
+
+/* Strict UTF-8 (no overlongs, no surrogates, nothing above U+10FFFF). */
+bool utf8_valid(const char *s, size_t len);
+
+/*
+ * Parse one JSON value from buf. Strict syntax; nothing but whitespace after it;
+ * the raw bytes and every decoded string must be valid UTF-8; nesting of arrays
+ * and objects at most max_depth levels. Returns 0 and *ret (owned), or -EINVAL
+ * with a sentence in err (json-c's reason, or ours), -ENOMEM.
+ */
+int json_in_parse(const char *buf, size_t len, int max_depth, json_object **ret, char *err,
+		  size_t errlen);
+
+/*
+ * Typed getters on an object's field. Each returns 1 when the field holds a value
+ * of the type, 0 when it is absent or null, -EINVAL when it holds another type.
+ * Values are borrowed from obj.
+ */
+int json_in_string(json_object *obj, const char *key, const char **ret, size_t *len);
+/* Integers, and numbers with no fractional part; -ERANGE outside int64. */
+int json_in_int(json_object *obj, const char *key, int64_t *ret);
+int json_in_object(json_object *obj, const char *key, json_object **ret);

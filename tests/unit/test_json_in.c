@@ -1,0 +1,158 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests for request JSON parsing: limits, UTF-8, strictness and typed getters. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json_in.h"
+
+static int passed, failed;
+
+#define CHECK(cond)                                                                                \
+	do {                                                                                       \
+		if (cond) {                                                                        \
+			passed++;                                                                  \
+		} else {                                                                           \
+			failed++;                                                                  \
+			fprintf(stderr, "%s:%d: FAILED: %s\n", __FILE__, __LINE__, #cond);         \
+		}                                                                                  \
+	} while (0)
+
+static int parse(const char *s, size_t len, int depth, char *err)
+{
+	json_object *o = NULL;
+	int r = json_in_parse(s, len, depth, &o, err, 256);
+
+	if (r == 0 && !o)
+		return -999;
+	if (r < 0 && o)
+		return -998;
+	json_object_put(o);
+	return r;
+}
+
+#define P(s, depth) parse(s, sizeof(s) - 1, depth, err)
+
+static void nest(char *buf, int levels)
+{
+	int n = 0;
+
+	for (int i = 0; i < levels; i++)
+		buf[n++] = i % 2 ? '[' : '{', n += i % 2 ? 0 : sprintf(buf + n, "\"k\":");
+	for (int i = levels - 1; i >= 0; i--)
+		buf[n++] = i % 2 ? ']' : '}';
+	buf[n] = '\0';
+}
+
+static void test_parse(void)
+{
+	char err[256], buf[4096];
+
+	CHECK(P("{}", 32) == 0);
+	CHECK(P(" {\"a\": [1, 2.5, \"x\", null, true]} \r\n", 32) == 0);
+	CHECK(P("[]", 32) == 0);
+	CHECK(P("\"\\u00e9\\ud83d\\ude00\"", 32) == 0);
+
+	CHECK(P("", 32) == -EINVAL);
+	CHECK(strstr(err, "ends too early") != NULL);
+	CHECK(P("{\"a\": 1", 32) == -EINVAL);
+	CHECK(P("{\"a\": 1}}", 32) == -EINVAL);
+	CHECK(strstr(err, "byte 8") != NULL);
+	CHECK(P("{\"a\": 1} x", 32) == -EINVAL);
+	CHECK(P("{'a': 1}", 32) == -EINVAL);
+	CHECK(strstr(err, "not valid JSON") != NULL);
+	CHECK(P("{\"a\": 1,}", 32) == -EINVAL);
+	CHECK(P("[1,]", 32) == -EINVAL);
+	CHECK(P("[\"it's\", \"\\\"'\"]", 32) == 0);
+	CHECK(P("5", 32) == 0);
+	CHECK(P(" 12 ", 32) == 0);
+	CHECK(P("12x", 32) == -EINVAL);
+	CHECK(P("{\"a\": nan}", 32) == -EINVAL);
+	CHECK(P("{\"a\" 1}", 32) == -EINVAL);
+
+	/* Invalid UTF-8 raw and escaped; overlong; surrogate encoded raw. */
+	CHECK(P("{\"a\": \"\xff\"}", 32) == -EINVAL);
+	CHECK(strstr(err, "UTF-8") != NULL);
+	CHECK(P("{\"a\": \"\xc0\xaf\"}", 32) == -EINVAL);
+	CHECK(P("{\"a\": \"\xed\xa0\x80\"}", 32) == -EINVAL);
+	CHECK(P("{\"\xe2\x82\": 1}", 32) == -EINVAL);
+	/* json-c turns a lone surrogate escape into U+FFFD: valid UTF-8 from then on. */
+	CHECK(P("{\"a\": \"\\ud800\"}", 32) == 0);
+	CHECK(P("{\"\\udc00\": 1}", 32) == 0);
+	CHECK(P("{\"a\": \"\xf4\x90\x80\x80\"}", 32) == -EINVAL);
+	CHECK(P("{\"a\": \"\xf0\x9f\x98\x80\"}", 32) == 0);
+
+	/* Depth: exactly the limit passes, one more fails. */
+	nest(buf, 4);
+	CHECK(parse(buf, strlen(buf), 4, err) == 0);
+	CHECK(parse(buf, strlen(buf), 3, err) == -EINVAL);
+	CHECK(strstr(err, "deeper than 3") != NULL);
+	nest(buf, 32);
+	CHECK(parse(buf, strlen(buf), 32, err) == 0);
+	nest(buf, 33);
+	CHECK(parse(buf, strlen(buf), 32, err) == -EINVAL);
+	nest(buf, 400);
+	CHECK(parse(buf, strlen(buf), 32, err) == -EINVAL);
+	CHECK(P("[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[", 32) == -EINVAL);
+
+	/* An embedded NUL in the raw body is not JSON. */
+	CHECK(parse("{}\0", 3, 32, err) == -EINVAL);
+}
+
+static void test_getters(void)
+{
+	const char *doc = "{\"s\": \"abc\", \"n\": null, \"i\": 42, \"d\": 7.0, \"f\": 1.5, "
+			  "\"b\": true, \"o\": {\"x\": 1}, \"big\": 99999999999999999999, "
+			  "\"neg\": -3, \"e\": 1e3, \"huge\": 1e300, \"z\": \"a\\u0000b\"}";
+	json_object *o = NULL, *sub = NULL;
+	const char *s;
+	size_t len;
+	int64_t v;
+	char err[256];
+
+	CHECK(json_in_parse(doc, strlen(doc), 32, &o, err, sizeof(err)) == 0);
+	CHECK(json_in_string(o, "s", &s, &len) == 1 && strcmp(s, "abc") == 0 && len == 3);
+	CHECK(json_in_string(o, "z", &s, &len) == 1 && len == 3);
+	CHECK(json_in_string(o, "n", &s, &len) == 0);
+	CHECK(json_in_string(o, "missing", &s, &len) == 0);
+	CHECK(json_in_string(o, "i", &s, &len) == -EINVAL);
+	CHECK(json_in_string(o, "o", &s, NULL) == -EINVAL);
+	CHECK(json_in_int(o, "i", &v) == 1 && v == 42);
+	CHECK(json_in_int(o, "neg", &v) == 1 && v == -3);
+	CHECK(json_in_int(o, "d", &v) == 1 && v == 7);
+	CHECK(json_in_int(o, "e", &v) == 1 && v == 1000);
+	CHECK(json_in_int(o, "f", &v) == -EINVAL);
+	CHECK(json_in_int(o, "s", &v) == -EINVAL);
+	CHECK(json_in_int(o, "b", &v) == -EINVAL);
+	CHECK(json_in_int(o, "n", &v) == 0);
+	CHECK(json_in_int(o, "big", &v) == -ERANGE);
+	CHECK(json_in_int(o, "huge", &v) == -ERANGE);
+	CHECK(json_in_object(o, "o", &sub) == 1 && json_object_is_type(sub, json_type_object));
+	CHECK(json_in_object(o, "s", &sub) == -EINVAL);
+	CHECK(json_in_object(o, "n", &sub) == 0);
+	/* Getters on a non-object answer "absent". */
+	CHECK(json_in_string(sub ? json_object_object_get(sub, "x") : NULL, "x", &s, NULL) == 0);
+	json_object_put(o);
+}
+
+static void test_utf8(void)
+{
+	CHECK(utf8_valid("", 0));
+	CHECK(utf8_valid("plain", 5));
+	CHECK(utf8_valid("\xc3\xa9", 2));
+	CHECK(!utf8_valid("\xc3", 1));
+	CHECK(!utf8_valid("\xe0\x80\x80", 3));
+	CHECK(!utf8_valid("\x80", 1));
+	CHECK(!utf8_valid("\xf8\x88\x80\x80\x80", 5));
+	CHECK(utf8_valid("\xef\xbf\xbf", 3));
+}
+
+int main(void)
+{
+	test_parse();
+	test_getters();
+	test_utf8();
+	printf("%d passed, %d failed\n", passed, failed);
+	return failed ? 1 : 0;
+}
