@@ -8,7 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/capability.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <json-c/json.h>
@@ -353,6 +356,44 @@ static void test_commit(void)
 	CHECK(no_leftovers("sub"));
 }
 
+/*
+ * Commit must work without CAP_DAC_READ_SEARCH too: kernels before 6.10 then refuse
+ * linkat(AT_EMPTY_PATH) and commit goes through /proc/self/fd instead.
+ */
+static void test_commit_without_cap(void)
+{
+	int status = -1;
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
+		struct __user_cap_data_struct data[2];
+
+		if (syscall(SYS_capget, &hdr, data) < 0)
+			_exit(2);
+		data[CAP_TO_INDEX(CAP_DAC_READ_SEARCH)].effective &=
+			~CAP_TO_MASK(CAP_DAC_READ_SEARCH);
+		if (syscall(SYS_capset, &hdr, data) < 0)
+			_exit(3);
+		_exit(commit("nocap/f.txt", "nocap") == 0 ? 0 : 4);
+	}
+	CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CHECK(read_is("nocap/f.txt", "nocap"));
+	CHECK(owned_with_mode("nocap/f.txt", 0644));
+	CHECK(no_leftovers("nocap"));
+
+	/* Leave the tree as the listing tests expect it. */
+	{
+		char p[PATH_MAX];
+
+		path_of(p, sizeof(p), "nocap/f.txt");
+		unlink(p);
+		path_of(p, sizeof(p), "nocap");
+		rmdir(p);
+	}
+}
+
 static struct json_object *entry(struct json_object *arr, size_t i, const char *key)
 {
 	struct json_object *e = json_object_array_get_idx(arr, i), *v = NULL;
@@ -537,6 +578,7 @@ int main(void)
 	test_normalize();
 	test_open_read();
 	test_commit();
+	test_commit_without_cap();
 	test_list();
 	test_changed_since();
 	test_mime();
