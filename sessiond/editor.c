@@ -95,14 +95,14 @@ struct EditorUndo {
 
 /* One request being served. */
 typedef struct EditorReq {
-	int ws_fd;	     /* the workspace, O_PATH */
-	uid_t uid;	     /* the session's owner, for files written */
-	gid_t gid;	     /* ditto */
-	size_t max_bytes;    /* largest file the editor reads or writes */
-	EditorUndo *undo;    /* the session's history */
-	const char *path;    /* the path as the client gave it, for messages */
-	char rel[PATH_MAX];  /* the normalized path */
-	EditorResult *res;   /* the outcome */
+	int ws_fd;	    /* the workspace, O_PATH */
+	uid_t uid;	    /* the session's owner, for files written */
+	gid_t gid;	    /* ditto */
+	size_t max_bytes;   /* largest file the editor reads or writes */
+	EditorUndo *undo;   /* the session's history */
+	const char *path;   /* the path as the client gave it, for messages */
+	char rel[PATH_MAX]; /* the normalized path */
+	EditorResult *res;  /* the outcome */
 } EditorReq;
 
 /* A file's text as loaded. */
@@ -294,32 +294,27 @@ static int fail(EditorReq *q, const char *fmt, ...)
 /* Turn a file system error on q->path into an editor failure (ENOMEM stays fatal). */
 static int fail_errno(EditorReq *q, int r, bool writing)
 {
-	switch (r) {
-	case -ENOMEM:
+	const char *p = q->path;
+
+	if (r == -ENOMEM)
 		return r;
-	case -ENOENT:
-	case -ENOTDIR:
-		return writing ? fail(q, "cannot write %s: a parent is missing or not a directory",
-				      q->path)
-			       : fail(q, "file not found: %s", q->path);
-	case -EXDEV:
-	case -EPERM:
-		return fail(q, "path is outside the workspace: %s", q->path);
-	case -ELOOP:
-		return writing ? fail(q, "path is a symlink, not followed for writes: %s", q->path)
-			       : fail(q, "too many levels of symlinks: %s", q->path);
-	case -EISDIR:
-	case -EINVAL:
-		return fail(q, "not a file: %s", q->path);
-	case -ENOSPC:
-	case -EDQUOT:
-		return fail(q, "no space left in the workspace for %s", q->path);
-	case -EFBIG:
-		return fail(q, "file too large: %s", q->path);
-	default:
-		return fail(q, "cannot %s %s: %s", writing ? "write" : "read", q->path,
-			    strerror(-r));
-	}
+	if (r == -EXDEV || r == -EPERM)
+		return fail(q, "path is outside the workspace: %s", p);
+	if ((r == -ENOENT || r == -ENOTDIR) && !writing)
+		return fail(q, "file not found: %s", p);
+	if (r == -ENOENT || r == -ENOTDIR)
+		return fail(q, "cannot write %s: a parent is missing or not a directory", p);
+	if (r == -ELOOP && writing)
+		return fail(q, "path is a symlink, not followed for writes: %s", p);
+	if (r == -ELOOP)
+		return fail(q, "too many levels of symlinks: %s", p);
+	if (r == -EISDIR || r == -EINVAL)
+		return fail(q, "not a file: %s", p);
+	if (r == -ENOSPC || r == -EDQUOT)
+		return fail(q, "no space left in the workspace for %s", p);
+	if (r == -EFBIG)
+		return fail(q, "file too large: %s", p);
+	return fail(q, "cannot %s %s: %s", writing ? "write" : "read", p, strerror(-r));
 }
 
 /* ---- text ---- */
@@ -537,14 +532,14 @@ static int text_field(struct json_object *input, const char *key, const char **s
 
 /* The parsed fields of one command. */
 typedef struct EditorArgs {
-	const char *command;	  /* view, create, str_replace, insert, undo_edit */
-	const char *file_text;	  /* create; NULL when absent */
-	size_t file_text_len;	  /* its length */
-	const char *old_str;	  /* str_replace */
-	size_t old_len;		  /* its length */
-	const char *new_str;	  /* str_replace, insert */
-	size_t new_len;		  /* its length */
-	int64_t insert_line;	  /* insert */
+	const char *command;		/* view, create, str_replace, insert, undo_edit */
+	const char *file_text;		/* create; NULL when absent */
+	size_t file_text_len;		/* its length */
+	const char *old_str;		/* str_replace */
+	size_t old_len;			/* its length */
+	const char *new_str;		/* str_replace, insert */
+	size_t new_len;			/* its length */
+	int64_t insert_line;		/* insert */
 	struct json_object *view_range; /* view; NULL when absent, checked when used */
 } EditorArgs;
 
@@ -604,8 +599,7 @@ static int parse_args(struct json_object *input, EditorArgs *a, const char **pat
 		if (r < 0)
 			return r;
 		if (!a->new_str) {
-			*detail = strcmp(a->command, "insert") == 0 ? "insert requires input.new_str"
-								    : "str_replace requires input.new_str";
+			*detail = "str_replace and insert require input.new_str";
 			return -EINVAL;
 		}
 	}

@@ -300,8 +300,7 @@ static int link_tmpfile(int tmp_fd, int dfd, char *name, size_t len)
 		if (linkat(tmp_fd, "", dfd, name, AT_EMPTY_PATH) == 0)
 			return 0;
 		/* AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH; without it, go through /proc. */
-		if (errno == ENOENT &&
-		    linkat(AT_FDCWD, proc, dfd, name, AT_SYMLINK_FOLLOW) == 0)
+		if (errno == ENOENT && linkat(AT_FDCWD, proc, dfd, name, AT_SYMLINK_FOLLOW) == 0)
 			return 0;
 		if (errno != EEXIST)
 			return -errno;
@@ -362,14 +361,15 @@ static bool timespec_ge(const struct timespec *a, const struct timespec *b)
 /* A bounded, symlink-free walk over regular files; visit() sees workspace-relative paths. */
 typedef struct Walk Walk;
 struct Walk {
-	size_t max;	  /* regular files to accept at most */
-	size_t n;	  /* regular files accepted so far */
-	size_t budget;	  /* directory entries still allowed to be examined */
+	size_t max;		      /* regular files to accept at most */
+	size_t n;		      /* regular files accepted so far */
+	size_t budget;		      /* directory entries still allowed to be examined */
 	const struct timespec *since; /* if set, only files modified at or after it count */
-	bool truncated;	  /* something was left out (max, budget, depth or path length) */
-	int (*visit)(Walk *w, const char *path, const struct stat *st); /* < 0 aborts */
-	void *userdata;	  /* for visit() */
-	char path[PATH_MAX]; /* the current path, workspace-relative */
+	bool truncated;		      /* left something out: max, budget, depth, length */
+	void *userdata;		      /* for visit() */
+	char path[PATH_MAX];	      /* the current path, workspace-relative */
+	/* Called for each regular file accepted; < 0 aborts the walk. */
+	int (*visit)(Walk *w, const char *path, const struct stat *st);
 };
 
 /* Returns 0 to go on, 1 when the walk must stop, -errno on failure. Takes ownership of dfd. */
@@ -479,6 +479,16 @@ static int walk_start(Walk *w, int ws_fd, const char *rel)
 	return r < 0 ? r : 0;
 }
 
+/* Add val (ownership taken) under key; -ENOMEM when val could not be made. */
+static int json_add(struct json_object *o, const char *key, struct json_object *val)
+{
+	if (!val || json_object_object_add(o, key, val) < 0) {
+		json_object_put(val);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
 static int list_visit(Walk *w, const char *path, const struct stat *st)
 {
 	struct json_object *arr = w->userdata;
@@ -487,11 +497,10 @@ static int list_visit(Walk *w, const char *path, const struct stat *st)
 
 	if (!o)
 		return -ENOMEM;
-	if (json_object_object_add(o, "path", json_object_new_string(path)) < 0 ||
-	    json_object_object_add(o, "size_bytes", json_object_new_int64(st->st_size)) < 0 ||
-	    json_object_object_add(o, "modified_at", json_object_new_double(mtime)) < 0 ||
-	    json_object_object_add(o, "mime_type", json_object_new_string(wsfs_guess_mime(path))) <
-		    0)
+	if (json_add(o, "path", json_object_new_string(path)) < 0 ||
+	    json_add(o, "size_bytes", json_object_new_int64(st->st_size)) < 0 ||
+	    json_add(o, "modified_at", json_object_new_double(mtime)) < 0 ||
+	    json_add(o, "mime_type", json_object_new_string(wsfs_guess_mime(path))) < 0)
 		return -ENOMEM;
 	if (json_object_array_add(arr, o) < 0)
 		return -ENOMEM;
@@ -532,9 +541,9 @@ int wsfs_list(int ws_fd, const char *rel, size_t max, struct json_object **ret, 
 
 /* Paths collected by wsfs_changed_since(). */
 typedef struct Changed {
-	char **paths;		      /* owned strings */
-	size_t n;		      /* used entries of paths */
-	size_t cap;		      /* allocated entries of paths */
+	char **paths; /* owned strings */
+	size_t n;     /* used entries of paths */
+	size_t cap;   /* allocated entries of paths */
 } Changed;
 
 static int changed_visit(Walk *w, const char *path, const struct stat *st)

@@ -295,8 +295,7 @@ static void test_view(void)
 	CHECK(ok("{'command': 'view', 'path': 'lines.txt', 'view_range': [2, 3]}", "l2\nl3"));
 	CHECK(ok("{'command': 'view', 'path': 'lines.txt', 'view_range': [3, -1]}", "l3\nl4"));
 	CHECK(ok("{'command': 'view', 'path': 'lines.txt', 'view_range': [0, 1]}", "l1"));
-	CHECK(ok("{'command': 'view', 'path': 'lines.txt', 'view_range': [2, 100]}",
-		 "l2\nl3\nl4"));
+	CHECK(ok("{'command': 'view', 'path': 'lines.txt', 'view_range': [2, 100]}", "l2\nl3\nl4"));
 	CHECK(ok("{'command': 'view', 'path': 'lines.txt', 'view_range': [4, 4]}", "l4"));
 	CHECK(ok("{'command': 'view', 'path': 'lines.txt', 'view_range': [9, -1]}", ""));
 	CHECK(ok("{'command': 'view', 'path': 'noeol.txt', 'view_range': [2, 2]}", "b"));
@@ -676,8 +675,7 @@ static void test_confinement(void)
 	CHECK(file_is("target.txt", "inside\n"));
 	path_of(p, sizeof(p), "link_in");
 	CHECK(lstat(p, &after) == 0 && S_ISLNK(after.st_mode));
-	CHECK(fails("{'command': 'undo_edit', 'path': 'link_in'}",
-		    "no edits to undo for link_in"));
+	CHECK(fails("{'command': 'undo_edit', 'path': 'link_in'}", "no edits to undo for link_in"));
 }
 
 int main(void)

@@ -357,7 +357,7 @@ static void test_commit(void)
 }
 
 /*
- * Commit must work without CAP_DAC_READ_SEARCH too: kernels before 6.10 then refuse
+ * Commit must work without CAP_DAC_READ_SEARCH too: older kernels then refuse
  * linkat(AT_EMPTY_PATH) and commit goes through /proc/self/fd instead.
  */
 static void test_commit_without_cap(void)
@@ -459,8 +459,8 @@ static void test_list(void)
 		stat(p, &st);
 		CHECK((long long)json_object_get_double(entry(arr, 0, "modified_at")) ==
 		      (long long)st.st_mtim.tv_sec);
-		CHECK(strcmp(json_object_get_string(entry(arr, 1, "path")),
-			     "made/deeper/f.txt") == 0);
+		CHECK(strcmp(json_object_get_string(entry(arr, 1, "path")), "made/deeper/f.txt") ==
+		      0);
 		CHECK(strcmp(json_object_get_string(entry(arr, 2, "path")), "new.txt") == 0);
 	}
 	json_object_put(arr);
@@ -493,8 +493,7 @@ static void test_list(void)
 	CHECK(wsfs_list(ws_fd, "many", 10, &arr, &truncated) == 0);
 	CHECK(!truncated);
 	CHECK(json_object_array_length(arr) == 10);
-	CHECK(strcmp(json_object_get_string(entry(arr, 0, "mime_type")), "application/json") ==
-	      0);
+	CHECK(strcmp(json_object_get_string(entry(arr, 0, "mime_type")), "application/json") == 0);
 	json_object_put(arr);
 }
 
