@@ -1,0 +1,565 @@
+/* SPDX-License-Identifier: MIT */
+/* Session cgroups on cgroup v2 and on v1/hybrid hierarchies: layout, limits, attach, usage. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include <linux/magic.h>
+
+#include "cleanup.h"
+#include "sandbox_internal.h"
+
+static inline void fclosep(FILE **f)
+{
+	if (*f)
+		fclose(*f);
+}
+#define _cleanup_fclose_ _cleanup_(fclosep)
+
+static int cg_write(const char *dir, const char *file, const char *val)
+{
+	char path[PATH_MAX];
+	_cleanup_close_ int fd = -1;
+	size_t len = strlen(val);
+	ssize_t n;
+
+	if (snprintf(path, sizeof(path), "%s/%s", dir, file) >= (int)sizeof(path))
+		return -ENAMETOOLONG;
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = write(fd, val, len);
+	if (n < 0)
+		return -errno;
+	return (size_t)n == len ? 0 : -EIO;
+}
+
+static int cg_write_i64(const char *dir, const char *file, int64_t v)
+{
+	char buf[32];
+
+	snprintf(buf, sizeof(buf), "%" PRId64, v);
+	return cg_write(dir, file, buf);
+}
+
+static int cg_read(const char *dir, const char *file, char *buf, size_t len)
+{
+	char path[PATH_MAX];
+	_cleanup_close_ int fd = -1;
+	ssize_t n;
+
+	if (snprintf(path, sizeof(path), "%s/%s", dir, file) >= (int)sizeof(path))
+		return -ENAMETOOLONG;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, len - 1);
+	if (n < 0)
+		return -errno;
+	buf[n] = '\0';
+	return 0;
+}
+
+static int cg_read_u64(const char *dir, const char *file, uint64_t *ret)
+{
+	char buf[64];
+	int r = cg_read(dir, file, buf, sizeof(buf));
+
+	if (r < 0)
+		return r;
+	if (strncmp(buf, "max", 3) == 0) {
+		*ret = UINT64_MAX;
+		return 0;
+	}
+	*ret = strtoull(buf, NULL, 10);
+	return 0;
+}
+
+/* The value of "key N" in a flat-keyed file such as memory.events or cpu.stat. */
+static int cg_read_key(const char *dir, const char *file, const char *key, uint64_t *ret)
+{
+	char buf[4096];
+	size_t klen = strlen(key);
+	int r = cg_read(dir, file, buf, sizeof(buf));
+
+	if (r < 0)
+		return r;
+	for (char *line = buf; *line;) {
+		char *nl = strchr(line, '\n');
+
+		if (strncmp(line, key, klen) == 0 && line[klen] == ' ') {
+			*ret = strtoull(line + klen + 1, NULL, 10);
+			return 0;
+		}
+		if (!nl)
+			break;
+		line = nl + 1;
+	}
+	return -ENODATA;
+}
+
+static int cgroup_dir(const CgroupHier *h, const char *id, char *buf, size_t len)
+{
+	if (!sandbox_id_valid(id))
+		return -EINVAL;
+	if (snprintf(buf, len, "%s/%s", h->parent, id) >= (int)len)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+static const CgroupHier *hier_with(const SandboxEnv *env, unsigned ctrl)
+{
+	for (size_t i = 0; i < env->n_hier; i++)
+		if (env->hier[i].ctrls & ctrl)
+			return &env->hier[i];
+	return NULL;
+}
+
+static int mkdir_p(const char *path, mode_t mode)
+{
+	char buf[PATH_MAX];
+	size_t len = strlen(path);
+
+	if (len >= sizeof(buf))
+		return -ENAMETOOLONG;
+	memcpy(buf, path, len + 1);
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, mode) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(buf, mode) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+/* Relative form of a configured cgroup_root: accepts "x/y", "/x/y" or "/sys/fs/cgroup/x/y". */
+static const char *cgroup_root_relative(const char *root)
+{
+	if (strncmp(root, CGROUP_ROOT "/", strlen(CGROUP_ROOT "/")) == 0)
+		root += strlen(CGROUP_ROOT "/");
+	while (*root == '/')
+		root++;
+	return root;
+}
+
+static unsigned v1_ctrls_of(const char *superopts)
+{
+	static const struct {
+		const char *name;
+		unsigned bit;
+	} known[] = {
+		{ "memory", CG_MEMORY }, { "pids", CG_PIDS },	    { "cpu", CG_CPU },
+		{ "cpuacct", CG_CPUACCT }, { "freezer", CG_FREEZER },
+	};
+	char buf[256];
+	unsigned ctrls = 0;
+	char *save = NULL;
+
+	snprintf(buf, sizeof(buf), "%s", superopts);
+	for (char *opt = strtok_r(buf, ",", &save); opt; opt = strtok_r(NULL, ",", &save))
+		for (size_t i = 0; i < ARRAY_SIZE(known); i++)
+			if (strcmp(opt, known[i].name) == 0)
+				ctrls |= known[i].bit;
+	return ctrls;
+}
+
+/* Find the v1 hierarchies carrying the controllers paddock uses, from mountinfo. */
+static int v1_find_hierarchies(SandboxEnv *env, const char *rel)
+{
+	_cleanup_fclose_ FILE *f = fopen("/proc/self/mountinfo", "re");
+	_cleanup_free_ char *line = NULL;
+	size_t cap = 0;
+	unsigned have = 0;
+
+	if (!f)
+		return -errno;
+	while (getline(&line, &cap, f) > 0) {
+		char mnt[PATH_MAX], fstype[64], source[64], superopts[256];
+		char *sep = strstr(line, " - ");
+		unsigned ctrls;
+		CgroupHier *h;
+
+		/* fields: id parent maj:min root mount-point options ... - fstype source superopts */
+		if (!sep || sscanf(line, "%*s %*s %*s %*s %4095s", mnt) != 1 ||
+		    sscanf(sep + 3, "%63s %63s %255s", fstype, source, superopts) != 3)
+			continue;
+		if (strcmp(fstype, "cgroup") != 0)
+			continue;
+		ctrls = v1_ctrls_of(superopts) & ~have;
+		if (!ctrls || env->n_hier == CGROUP_HIER_MAX)
+			continue;
+		h = &env->hier[env->n_hier];
+		h->mount = strdup(mnt);
+		if (!h->mount || asprintf(&h->parent, "%s/%s", mnt, rel) < 0)
+			return -ENOMEM;
+		h->ctrls = ctrls;
+		have |= ctrls;
+		env->n_hier++;
+	}
+	if ((have & (CG_MEMORY | CG_PIDS)) != (CG_MEMORY | CG_PIDS)) {
+		sandbox_set_error("cgroup v1: memory and pids controllers must be mounted");
+		return -EOPNOTSUPP;
+	}
+	return 0;
+}
+
+/* Our own cgroup on the unified hierarchy, from the "0::" line of /proc/self/cgroup. */
+static int v2_own_cgroup(char *buf, size_t len)
+{
+	_cleanup_fclose_ FILE *f = fopen("/proc/self/cgroup", "re");
+	char line[PATH_MAX + 16];
+
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		if (strncmp(line, "0::", 3) != 0)
+			continue;
+		line[strcspn(line, "\n")] = '\0';
+		if (snprintf(buf, len, "%s", line + 3) >= (int)len)
+			return -ENAMETOOLONG;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+static int v2_enable_controllers(const char *dir)
+{
+	return cg_write(dir, "cgroup.subtree_control", "+memory +pids +cpu");
+}
+
+static int v2_setup(SandboxEnv *env, const char *cgroup_root)
+{
+	char own[PATH_MAX], own_dir[PATH_MAX];
+	CgroupHier *h = &env->hier[0];
+	int r;
+
+	h->mount = strdup(CGROUP_ROOT);
+	if (!h->mount)
+		return -ENOMEM;
+	h->ctrls = CG_MEMORY | CG_PIDS | CG_CPU | CG_CPUACCT;
+	env->n_hier = 1;
+
+	if (cgroup_root && *cgroup_root) {
+		/* An operator-chosen (delegated) place: create it and enable what we need. */
+		if (asprintf(&h->parent, "%s/%s", CGROUP_ROOT, cgroup_root_relative(cgroup_root)) <
+		    0)
+			return -ENOMEM;
+		r = mkdir_p(h->parent, 0755);
+		if (r >= 0)
+			r = v2_enable_controllers(h->parent);
+		if (r < 0)
+			sandbox_set_error("cgroup v2: preparing %s: %s", h->parent, strerror(-r));
+		return r;
+	}
+
+	r = v2_own_cgroup(own, sizeof(own));
+	if (r < 0) {
+		sandbox_set_error("cgroup v2: reading /proc/self/cgroup: %s", strerror(-r));
+		return r;
+	}
+	/* Started from .../supervisor by an earlier run: our unit is the parent. */
+	{
+		size_t ol = strlen(own);
+		const char *sup = "/supervisor";
+
+		if (ol > strlen(sup) && strcmp(own + ol - strlen(sup), sup) == 0)
+			own[ol - strlen(sup)] = '\0';
+	}
+	if (snprintf(own_dir, sizeof(own_dir), "%s%s", CGROUP_ROOT,
+		     strcmp(own, "/") == 0 ? "" : own) >= (int)sizeof(own_dir))
+		return -ENAMETOOLONG;
+	if (asprintf(&h->parent, "%s/sessions", own_dir) < 0)
+		return -ENOMEM;
+
+	/*
+	 * A non-root cgroup with processes cannot give controllers to its children
+	 * (no internal processes), so we move ourselves into a leaf beside the
+	 * sessions first.
+	 */
+	if (strcmp(own, "/") != 0) {
+		char sup[PATH_MAX], pid[32];
+
+		if (snprintf(sup, sizeof(sup), "%s/supervisor", own_dir) >= (int)sizeof(sup))
+			return -ENAMETOOLONG;
+		snprintf(pid, sizeof(pid), "%d", (int)getpid());
+		if (mkdir(sup, 0755) < 0 && errno != EEXIST) {
+			r = -errno;
+			sandbox_set_error("cgroup v2: mkdir %s: %s", sup, strerror(errno));
+			return r;
+		}
+		r = cg_write(sup, "cgroup.procs", pid);
+		if (r < 0) {
+			sandbox_set_error("cgroup v2: moving into %s: %s", sup, strerror(-r));
+			return r;
+		}
+		r = v2_enable_controllers(own_dir);
+		if (r < 0) {
+			sandbox_set_error("cgroup v2: enabling controllers in %s: %s", own_dir,
+					  strerror(-r));
+			return r;
+		}
+	}
+	if (mkdir(h->parent, 0755) < 0 && errno != EEXIST) {
+		r = -errno;
+		sandbox_set_error("cgroup v2: mkdir %s: %s", h->parent, strerror(errno));
+		return r;
+	}
+	r = v2_enable_controllers(h->parent);
+	if (r < 0)
+		sandbox_set_error("cgroup v2: enabling controllers in %s: %s", h->parent,
+				  strerror(-r));
+	return r;
+}
+
+int cgroup_env_setup(SandboxEnv *env, const char *cgroup_root)
+{
+	struct statfs sfs;
+	int r;
+
+	if (statfs(CGROUP_ROOT, &sfs) < 0) {
+		r = -errno;
+		sandbox_set_error("statfs %s: %s", CGROUP_ROOT, strerror(errno));
+		return r;
+	}
+	env->v2 = sfs.f_type == CGROUP2_SUPER_MAGIC;
+	if (env->v2)
+		return v2_setup(env, cgroup_root);
+
+	r = v1_find_hierarchies(env, cgroup_root && *cgroup_root ?
+					     cgroup_root_relative(cgroup_root) : "paddock");
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < env->n_hier; i++) {
+		r = mkdir_p(env->hier[i].parent, 0755);
+		if (r < 0) {
+			sandbox_set_error("cgroup v1: mkdir %s: %s", env->hier[i].parent,
+					  strerror(-r));
+			return r;
+		}
+	}
+	return 0;
+}
+
+void cgroup_env_clear(SandboxEnv *env)
+{
+	for (size_t i = 0; i < env->n_hier; i++) {
+		free(env->hier[i].mount);
+		free(env->hier[i].parent);
+	}
+	env->n_hier = 0;
+}
+
+static int cgroup_limits_v2(const char *dir, const SandboxLimits *l)
+{
+	char cpu[64];
+	int r;
+
+	r = cg_write_i64(dir, "memory.max", l->memory_bytes);
+	if (r < 0)
+		return r;
+	/* Absent when the kernel has no swap accounting: then there is no swap to limit. */
+	r = cg_write(dir, "memory.swap.max", "0");
+	if (r < 0 && r != -ENOENT)
+		return r;
+	r = cg_write_i64(dir, "pids.max", l->pids);
+	if (r < 0)
+		return r;
+	snprintf(cpu, sizeof(cpu), "%" PRId64 " 100000", l->cpu_percent * 1000);
+	return cg_write(dir, "cpu.max", cpu);
+}
+
+static int cgroup_limits_v1(const CgroupHier *h, const char *dir, const SandboxLimits *l)
+{
+	int r;
+
+	if (h->ctrls & CG_MEMORY) {
+		r = cg_write_i64(dir, "memory.limit_in_bytes", l->memory_bytes);
+		if (r < 0)
+			return r;
+		/* memsw is memory+swap; equal to the memory limit means no swap. */
+		r = cg_write_i64(dir, "memory.memsw.limit_in_bytes", l->memory_bytes);
+		if (r < 0 && r != -ENOENT)
+			return r;
+	}
+	if (h->ctrls & CG_PIDS) {
+		r = cg_write_i64(dir, "pids.max", l->pids);
+		if (r < 0)
+			return r;
+	}
+	if (h->ctrls & CG_CPU) {
+		r = cg_write(dir, "cpu.cfs_period_us", "100000");
+		if (r < 0)
+			return r;
+		r = cg_write_i64(dir, "cpu.cfs_quota_us", l->cpu_percent * 1000);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+int cgroup_create_from_parent(const SandboxEnv *env, const char *id, const SandboxLimits *limits)
+{
+	char dir[PATH_MAX];
+	size_t made = 0;
+	int r = 0;
+
+	for (; made < env->n_hier; made++) {
+		const CgroupHier *h = &env->hier[made];
+
+		r = cgroup_dir(h, id, dir, sizeof(dir));
+		if (r < 0)
+			break;
+		if (mkdir(dir, 0755) < 0) {
+			r = -errno;
+			sandbox_set_error("mkdir %s: %s", dir, strerror(errno));
+			break;
+		}
+		r = env->v2 ? cgroup_limits_v2(dir, limits) : cgroup_limits_v1(h, dir, limits);
+		if (r < 0) {
+			sandbox_set_error("setting limits in %s: %s", dir, strerror(-r));
+			made++; /* this one exists too */
+			break;
+		}
+	}
+	if (r >= 0)
+		return 0;
+	/* undo_mkdir: nothing runs in them yet, so rmdir cannot be busy */
+	while (made-- > 0)
+		if (cgroup_dir(&env->hier[made], id, dir, sizeof(dir)) == 0)
+			rmdir(dir);
+	return r;
+}
+
+int cgroup_attach_from_parent(const SandboxEnv *env, const char *id, pid_t pid)
+{
+	char dir[PATH_MAX], buf[32];
+	int r;
+
+	snprintf(buf, sizeof(buf), "%d", (int)pid);
+	for (size_t i = 0; i < env->n_hier; i++) {
+		r = cgroup_dir(&env->hier[i], id, dir, sizeof(dir));
+		if (r >= 0)
+			r = cg_write(dir, "cgroup.procs", buf);
+		if (r < 0) {
+			sandbox_set_error("attaching to %s: %s", dir, strerror(-r));
+			return r;
+		}
+	}
+	return 0;
+}
+
+int cgroup_ns_in_child(struct child_args *a)
+{
+	(void)a;
+	/* After the parent moved us: the session cgroup becomes the namespace's root. */
+	return unshare(CLONE_NEWCGROUP) < 0 ? -errno : 0;
+}
+
+int sandbox_cgroup_remove(SandboxEnv *env, const char *id)
+{
+	char dir[PATH_MAX];
+	int ret = 0;
+
+	for (size_t i = 0; i < env->n_hier; i++) {
+		int r = cgroup_dir(&env->hier[i], id, dir, sizeof(dir));
+
+		if (r < 0)
+			return r;
+		if (rmdir(dir) < 0 && errno != ENOENT) {
+			r = -errno;
+			if (ret == 0 || r == -EBUSY)
+				ret = r;
+		}
+	}
+	if (ret < 0)
+		sandbox_set_error("removing cgroup %s: %s", id, strerror(-ret));
+	return ret;
+}
+
+int sandbox_usage(SandboxEnv *env, const char *id, SandboxUsage *ret)
+{
+	const CgroupHier *mem = hier_with(env, CG_MEMORY), *pids = hier_with(env, CG_PIDS);
+	const CgroupHier *acct = hier_with(env, CG_CPUACCT);
+	char dir[PATH_MAX];
+	uint64_t v;
+	int r;
+
+	*ret = (SandboxUsage){ 0 };
+	if (!sandbox_id_valid(id))
+		return -EINVAL;
+
+	if (acct) {
+		r = cgroup_dir(acct, id, dir, sizeof(dir));
+		if (r < 0)
+			return r;
+		if (env->v2) {
+			r = cg_read_key(dir, "cpu.stat", "usage_usec", &v);
+			if (r >= 0)
+				ret->cpu_ns = v * 1000;
+		} else {
+			r = cg_read_u64(dir, "cpuacct.usage", &ret->cpu_ns);
+		}
+		if (r < 0)
+			return r;
+	}
+
+	r = cgroup_dir(mem, id, dir, sizeof(dir));
+	if (r < 0)
+		return r;
+	r = cg_read_u64(dir, env->v2 ? "memory.current" : "memory.usage_in_bytes",
+			&ret->memory_current);
+	if (r < 0)
+		return r;
+	/* The peak is missing before Linux 5.19 on v2: report 0 then. */
+	r = cg_read_u64(dir, env->v2 ? "memory.peak" : "memory.max_usage_in_bytes",
+			&ret->memory_peak);
+	if (r < 0 && r != -ENOENT)
+		return r;
+	r = cg_read_key(dir, env->v2 ? "memory.events" : "memory.oom_control", "oom_kill",
+			&ret->oom_kills);
+	if (r < 0 && r != -ENODATA)
+		return r;
+
+	r = cgroup_dir(pids, id, dir, sizeof(dir));
+	if (r < 0)
+		return r;
+	return cg_read_u64(dir, "pids.current", &ret->pids_current);
+}
+
+int cgroup_list_ids(const SandboxEnv *env, char ***ids, size_t *n, size_t *cap)
+{
+	for (size_t i = 0; i < env->n_hier; i++) {
+		DIR *d = opendir(env->hier[i].parent);
+		struct dirent *de;
+		int r = 0;
+
+		if (!d) {
+			if (errno == ENOENT)
+				continue;
+			return -errno;
+		}
+		while ((de = readdir(d))) {
+			if (de->d_type != DT_DIR || !sandbox_id_valid(de->d_name))
+				continue;
+			r = ids_add(ids, n, cap, de->d_name);
+			if (r < 0)
+				break;
+		}
+		closedir(d);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}

@@ -1,0 +1,249 @@
+/* SPDX-License-Identifier: MIT */
+/* The sandbox environment fixed for the daemon's lifetime, session ids, and the last error. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "sandbox_internal.h"
+
+static _Thread_local char last_error[256];
+
+const char *sandbox_last_error(void)
+{
+	return last_error;
+}
+
+void sandbox_set_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(last_error, sizeof(last_error), fmt, ap);
+	va_end(ap);
+}
+
+static const char *const step_names[STEP_MAX] = {
+	[STEP_NONE] = "none",
+	[STEP_PREPARE] = "prepare",
+	[STEP_CGROUP_CREATE] = "cgroup create",
+	[STEP_SOCKETS] = "sockets",
+	[STEP_CLONE] = "clone3",
+	[STEP_CGROUP_ATTACH] = "cgroup attach",
+	[STEP_NETNS] = "loopback up",
+	[STEP_RELEASE_CHILD] = "release child",
+	[STEP_CHILD_DIED] = "child died before exec",
+	[STEP_WAIT_PARENT] = "wait for parent",
+	[STEP_CGROUP_NS] = "cgroup namespace",
+	[STEP_MOUNT_PRIVATE] = "mount propagation private",
+	[STEP_MOUNT_ROOT] = "mount root tmpfs",
+	[STEP_MOUNT_USR] = "bind /usr",
+	[STEP_MOUNT_ROOT_LINKS] = "root symlinks",
+	[STEP_MOUNT_ETC] = "populate /etc",
+	[STEP_MOUNT_DEV] = "populate /dev",
+	[STEP_MOUNT_PROC] = "mount /proc",
+	[STEP_MOUNT_TMP] = "mount /tmp",
+	[STEP_MOUNT_WORKSPACE] = "bind /workspace",
+	[STEP_MOUNT_LIB_DIR] = "bind /opt/paddock",
+	[STEP_PIVOT_ROOT] = "pivot_root",
+	[STEP_ROOT_READONLY] = "root read-only",
+	[STEP_CHDIR] = "chdir /workspace",
+	[STEP_HOSTNAME] = "sethostname",
+	[STEP_FDS] = "arrange fds",
+	[STEP_RLIMITS] = "rlimits",
+	[STEP_CAPS_BOUNDING] = "drop bounding set",
+	[STEP_SETGROUPS] = "setgroups",
+	[STEP_SETGID] = "setresgid",
+	[STEP_SETUID] = "setresuid",
+	[STEP_CAPS_VERIFY] = "verify no capabilities",
+	[STEP_NO_NEW_PRIVS] = "no_new_privs",
+	[STEP_SECCOMP] = "seccomp",
+	[STEP_EXEC] = "exec paddock-init",
+};
+
+const char *sandbox_step_name(unsigned step)
+{
+	if (step >= STEP_MAX || !step_names[step])
+		return "unknown step";
+	return step_names[step];
+}
+
+bool sandbox_id_valid(const char *id)
+{
+	size_t n;
+
+	if (!id)
+		return false;
+	for (n = 0; id[n]; n++) {
+		char c = id[n];
+
+		if (n >= 128)
+			return false;
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '_' || c == '-'))
+			return false;
+	}
+	return n > 0;
+}
+
+int ids_add(char ***ids, size_t *n, size_t *cap, const char *id)
+{
+	char *copy;
+
+	for (size_t i = 0; i < *n; i++)
+		if (strcmp((*ids)[i], id) == 0)
+			return 0;
+	if (*n == *cap) {
+		size_t ncap = *cap ? *cap * 2 : 16;
+		char **grown = realloc(*ids, ncap * sizeof(char *));
+
+		if (!grown)
+			return -ENOMEM;
+		*ids = grown;
+		*cap = ncap;
+	}
+	copy = strdup(id);
+	if (!copy)
+		return -ENOMEM;
+	(*ids)[(*n)++] = copy;
+	return 0;
+}
+
+/* mkdir that accepts an existing directory. */
+static int mkdir_exist_ok(const char *path, mode_t mode)
+{
+	struct stat st;
+
+	if (mkdir(path, mode) == 0)
+		return 0;
+	if (errno != EEXIST)
+		return -errno;
+	if (stat(path, &st) < 0)
+		return -errno;
+	return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+}
+
+static char *path_dup(const char *a, const char *b)
+{
+	char *p;
+
+	if (asprintf(&p, "%s/%s", a, b) < 0)
+		return NULL;
+	return p;
+}
+
+int sandbox_env_new(const PaddockConfig *cfg, SandboxEnv **ret)
+{
+	_cleanup_free_ char *init_path = NULL;
+	SandboxEnv *env;
+	struct stat st;
+	int r;
+
+	if (!cfg || !cfg->state_dir || !cfg->lib_dir || cfg->state_dir[0] != '/' ||
+	    cfg->lib_dir[0] != '/') {
+		sandbox_set_error("state_dir and lib_dir must be absolute paths");
+		return -EINVAL;
+	}
+	env = calloc(1, sizeof(*env));
+	if (!env)
+		return -ENOMEM;
+	env->init_fd = -1;
+	env->host_netns_fd = -1;
+
+	env->state_dir = strdup(cfg->state_dir);
+	env->lib_dir = strdup(cfg->lib_dir);
+	env->root_dir = path_dup(cfg->state_dir, "root");
+	env->workspaces_dir = path_dup(cfg->state_dir, "workspaces");
+	init_path = path_dup(cfg->lib_dir, "paddock-init");
+	if (!env->state_dir || !env->lib_dir || !env->root_dir || !env->workspaces_dir ||
+	    !init_path) {
+		r = -ENOMEM;
+		goto fail;
+	}
+
+	/* The state dir holds workspaces of every session: only root may look in. */
+	r = mkdir_exist_ok(env->state_dir, 0700);
+	if (r == 0)
+		r = mkdir_exist_ok(env->workspaces_dir, 0700);
+	if (r == 0)
+		r = mkdir_exist_ok(env->root_dir, 0755);
+	if (r < 0) {
+		sandbox_set_error("creating directories under %s: %s", env->state_dir,
+				  strerror(-r));
+		goto fail;
+	}
+
+	env->init_fd = open(init_path, O_PATH | O_CLOEXEC);
+	if (env->init_fd < 0 || fstat(env->init_fd, &st) < 0) {
+		r = -errno;
+		sandbox_set_error("opening %s: %s", init_path, strerror(errno));
+		goto fail;
+	}
+	if (!S_ISREG(st.st_mode) || !(st.st_mode & S_IXOTH)) {
+		r = -ENOEXEC;
+		sandbox_set_error("%s is not a world-executable file", init_path);
+		goto fail;
+	}
+
+	env->host_netns_fd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (env->host_netns_fd < 0) {
+		r = -errno;
+		sandbox_set_error("opening /proc/self/ns/net: %s", strerror(errno));
+		goto fail;
+	}
+
+	r = cgroup_env_setup(env, cfg->cgroup_root);
+	if (r < 0)
+		goto fail; /* cgroup_env_setup said why */
+
+	*ret = env;
+	return 0;
+fail:
+	sandbox_env_free(env);
+	return r;
+}
+
+SandboxEnv *sandbox_env_free(SandboxEnv *env)
+{
+	if (!env)
+		return NULL;
+	cgroup_env_clear(env);
+	safe_close(env->init_fd);
+	safe_close(env->host_netns_fd);
+	free(env->state_dir);
+	free(env->lib_dir);
+	free(env->root_dir);
+	free(env->workspaces_dir);
+	free(env);
+	return NULL;
+}
+
+const char *sandbox_env_cgroup_version(const SandboxEnv *env)
+{
+	return env->v2 ? "v2" : "v1";
+}
+
+int sandbox_list_leftovers(SandboxEnv *env, char ***ids_ret, size_t *n_ret)
+{
+	char **ids = NULL;
+	size_t n = 0, cap = 0;
+	int r;
+
+	r = cgroup_list_ids(env, &ids, &n, &cap);
+	if (r >= 0)
+		r = workspace_list_ids(env, &ids, &n, &cap);
+	if (r < 0) {
+		for (size_t i = 0; i < n; i++)
+			free(ids[i]);
+		free(ids);
+		return r;
+	}
+	*ids_ret = ids;
+	*n_ret = n;
+	return 0;
+}

@@ -1,0 +1,380 @@
+/* SPDX-License-Identifier: MIT */
+/* The sandbox's file system view: a read-only tmpfs root built from the host's /usr and /etc. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "sandbox_internal.h"
+
+/*
+ * Host /etc entries a runtime may need, bound read-only when they exist.
+ * Nothing that names users, holds secrets or configures services.
+ */
+static const char *const etc_whitelist[] = {
+	"ld.so.cache",	 "ld.so.conf",	    "ld.so.conf.d",   "nsswitch.conf", "hosts",
+	"localtime",	 "timezone",	    "alternatives",   "ssl",	       "ca-certificates",
+	"ca-certificates.conf", "mime.types", "python3*",      "bash.bashrc",   "profile",
+	"inputrc",	 "os-release",	    "debian_version", "host.conf",     "resolv.conf",
+	"matplotlibrc",	 "fonts",	    "gai.conf",	      "protocols",     "services",
+	"locale.alias",	 "magic",	    "magic.mime",     "terminfo",      "environment",
+};
+
+/* Top-level host directories that merged-/usr makes symlinks into usr. */
+static const char *const root_dirs[] = { "bin", "sbin", "lib", "lib32", "lib64", "libx32" };
+
+static bool etc_wanted(const char *name)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(etc_whitelist); i++)
+		if (fnmatch(etc_whitelist[i], name, 0) == 0)
+			return true;
+	return false;
+}
+
+static int etc_prepare(struct child_args *a)
+{
+	DIR *d = opendir("/etc");
+	struct dirent *de;
+
+	if (!d)
+		return -errno;
+	a->n_etc = 0;
+	while ((de = readdir(d)) && a->n_etc < ETC_ENTRIES_MAX) {
+		struct etc_entry *e = &a->etc[a->n_etc];
+		struct stat st;
+
+		if (de->d_name[0] == '.' || !etc_wanted(de->d_name) ||
+		    strlen(de->d_name) >= sizeof(e->name))
+			continue;
+		/* Follow symlinks: the bind follows them too, and dangling ones are skipped. */
+		if (fstatat(dirfd(d), de->d_name, &st, 0) < 0)
+			continue;
+		if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+			continue;
+		memcpy(e->name, de->d_name, strlen(de->d_name) + 1);
+		e->dir = S_ISDIR(st.st_mode);
+		a->n_etc++;
+	}
+	closedir(d);
+	return 0;
+}
+
+static int root_links_prepare(struct child_args *a)
+{
+	a->n_links = 0;
+	for (size_t i = 0; i < ARRAY_SIZE(root_dirs) && a->n_links < ROOT_LINKS_MAX; i++) {
+		struct root_link *l = &a->links[a->n_links];
+		char path[32];
+		struct stat st;
+		ssize_t n;
+
+		snprintf(path, sizeof(path), "/%s", root_dirs[i]);
+		if (lstat(path, &st) < 0)
+			continue;
+		l->name = root_dirs[i];
+		if (S_ISLNK(st.st_mode)) {
+			n = readlink(path, l->target, sizeof(l->target) - 1);
+			if (n < 0)
+				continue;
+			l->target[n] = '\0';
+			l->is_link = true;
+		} else if (S_ISDIR(st.st_mode)) {
+			l->is_link = false;
+		} else {
+			continue;
+		}
+		a->n_links++;
+	}
+	return 0;
+}
+
+int mount_prepare_from_parent(const SandboxEnv *env, const char *id, struct child_args *a)
+{
+	const char *shell = access("/bin/bash", X_OK) == 0 ? "/bin/bash" : "/bin/sh";
+	int r;
+
+	r = workspace_path(env, id, a->workspace, sizeof(a->workspace));
+	if (r < 0)
+		return r;
+	snprintf(a->tmp_opts, sizeof(a->tmp_opts), "size=%lld,mode=1777",
+		 (long long)a->limits.tmp_bytes);
+	snprintf(a->passwd, sizeof(a->passwd),
+		 "root:x:0:0:root:/root:/usr/sbin/nologin\n"
+		 "sandbox:x:%u:%u:sandbox:/workspace:%s\n"
+		 "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+		 (unsigned)a->uid, (unsigned)a->gid, shell);
+	snprintf(a->group, sizeof(a->group), "root:x:0:\nsandbox:x:%u:\nnogroup:x:65534:\n",
+		 (unsigned)a->gid);
+	r = etc_prepare(a);
+	if (r < 0)
+		return r;
+	return root_links_prepare(a);
+}
+
+/* Everything below runs in the child between clone and exec: no allocation, no stdio. */
+
+static int bind_ro(const char *src, const char *dst, unsigned long extra)
+{
+	if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
+		return -errno;
+	/* A bind mount takes its flags only on a second, remounting call. */
+	if (mount(NULL, dst, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | extra,
+		  NULL) < 0)
+		return -errno;
+	return 0;
+}
+
+static int write_file(const char *path, const char *text, mode_t mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
+	size_t len = strlen(text);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = write(fd, text, len);
+	close(fd);
+	if (n < 0)
+		return -errno;
+	return (size_t)n == len ? 0 : -EIO;
+}
+
+static int touch(const char *path, mode_t mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, mode);
+
+	if (fd < 0)
+		return -errno;
+	close(fd);
+	return 0;
+}
+
+int mount_private_in_child(struct child_args *a)
+{
+	(void)a;
+	/* Modes below are given in full; the parent's umask is restored before exec. */
+	umask(0);
+	/* Nothing we mount may leak back to the host, nor host mounts in. */
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		return -errno;
+	return 0;
+}
+
+int mount_root_in_child(struct child_args *a)
+{
+	if (mount("tmpfs", a->env->root_dir, "tmpfs", MS_NOSUID | MS_NODEV,
+		  "mode=0755,size=1048576,nr_inodes=4096") < 0)
+		return -errno;
+	/* From here on targets are relative to the new root. */
+	if (chdir(a->env->root_dir) < 0)
+		return -errno;
+	return 0;
+}
+
+int mount_usr_in_child(struct child_args *a)
+{
+	(void)a;
+	if (mkdir("usr", 0755) < 0)
+		return -errno;
+	return bind_ro("/usr", "usr", 0);
+}
+
+int mount_root_links_in_child(struct child_args *a)
+{
+	for (size_t i = 0; i < a->n_links; i++) {
+		const struct root_link *l = &a->links[i];
+		char src[32];
+		int r;
+
+		if (l->is_link) {
+			if (symlink(l->target, l->name) < 0)
+				return -errno;
+			continue;
+		}
+		/* A host without merged /usr: the directory itself, read-only. */
+		r = path_join(src, sizeof(src), "", l->name);
+		if (r < 0)
+			return r;
+		if (mkdir(l->name, 0755) < 0)
+			return -errno;
+		r = bind_ro(src, l->name, 0);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+int mount_etc_in_child(struct child_args *a)
+{
+	char src[ETC_NAME_MAX + 8], dst[ETC_NAME_MAX + 8];
+	int r;
+
+	if (mkdir("etc", 0755) < 0)
+		return -errno;
+	if (mount("tmpfs", "etc", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		  "mode=0755,size=262144") < 0)
+		return -errno;
+	for (size_t i = 0; i < a->n_etc; i++) {
+		const struct etc_entry *e = &a->etc[i];
+
+		r = path_join(src, sizeof(src), "/etc", e->name);
+		if (r >= 0)
+			r = path_join(dst, sizeof(dst), "etc", e->name);
+		if (r < 0)
+			return r;
+		if (e->dir)
+			r = mkdir(dst, 0755) < 0 ? -errno : 0;
+		else
+			r = touch(dst, 0644);
+		if (r < 0)
+			return r;
+		r = bind_ro(src, dst, MS_NOEXEC);
+		/* Removed from the host since the parent looked: leave the placeholder. */
+		if (r < 0 && r != -ENOENT)
+			return r;
+	}
+	r = write_file("etc/passwd", a->passwd, 0644);
+	if (r >= 0)
+		r = write_file("etc/group", a->group, 0644);
+	if (r < 0)
+		return r;
+	if (symlink("../proc/self/mounts", "etc/mtab") < 0)
+		return -errno;
+	if (mount(NULL, "etc", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		  NULL) < 0)
+		return -errno;
+	return 0;
+}
+
+int mount_dev_in_child(struct child_args *a)
+{
+	static const struct {
+		const char *name;
+		unsigned maj, min;
+	} nodes[] = {
+		{ "dev/null", 1, 3 },	 { "dev/zero", 1, 5 },	  { "dev/full", 1, 7 },
+		{ "dev/random", 1, 8 }, { "dev/urandom", 1, 9 }, { "dev/tty", 5, 0 },
+	};
+	static const struct {
+		const char *name, *target;
+	} links[] = {
+		{ "dev/fd", "/proc/self/fd" },
+		{ "dev/stdin", "/proc/self/fd/0" },
+		{ "dev/stdout", "/proc/self/fd/1" },
+		{ "dev/stderr", "/proc/self/fd/2" },
+	};
+
+	(void)a;
+	if (mkdir("dev", 0755) < 0)
+		return -errno;
+	/* Device nodes need a mount without nodev; nosuid still holds. */
+	if (mount("tmpfs", "dev", "tmpfs", MS_NOSUID, "mode=0755,size=65536") < 0)
+		return -errno;
+	for (size_t i = 0; i < ARRAY_SIZE(nodes); i++)
+		if (mknod(nodes[i].name, S_IFCHR | 0666, makedev(nodes[i].maj, nodes[i].min)) < 0)
+			return -errno;
+	for (size_t i = 0; i < ARRAY_SIZE(links); i++)
+		if (symlink(links[i].target, links[i].name) < 0)
+			return -errno;
+	if (mkdir("dev/shm", 01777) < 0)
+		return -errno;
+	if (mount("tmpfs", "dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=16777216") < 0)
+		return -errno;
+	/* Writes to device nodes do not need a writable mount. */
+	if (mount(NULL, "dev", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID, NULL) < 0)
+		return -errno;
+	return 0;
+}
+
+int mount_proc_in_child(struct child_args *a)
+{
+	/* Kernel interfaces the sandbox has no business reading or poking. */
+	static const char *const masked[] = {
+		"proc/kcore", "proc/keys", "proc/timer_list", "proc/sysrq-trigger",
+	};
+	static const char *const readonly[] = {
+		"proc/sys", "proc/irq", "proc/bus", "proc/fs",
+	};
+	int r;
+
+	(void)a;
+	if (mkdir("proc", 0555) < 0)
+		return -errno;
+	/* We are pid 1 of the new pid namespace: this proc shows only the sandbox. */
+	if (mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+		return -errno;
+	for (size_t i = 0; i < ARRAY_SIZE(masked); i++)
+		if (mount("dev/null", masked[i], NULL, MS_BIND, NULL) < 0 && errno != ENOENT)
+			return -errno;
+	for (size_t i = 0; i < ARRAY_SIZE(readonly); i++) {
+		r = bind_ro(readonly[i], readonly[i], MS_NOEXEC);
+		if (r < 0 && r != -ENOENT)
+			return r;
+	}
+	return 0;
+}
+
+int mount_tmp_in_child(struct child_args *a)
+{
+	if (mkdir("tmp", 01777) < 0)
+		return -errno;
+	if (mount("tmpfs", "tmp", "tmpfs", MS_NOSUID | MS_NODEV, a->tmp_opts) < 0)
+		return -errno;
+	return 0;
+}
+
+int mount_workspace_in_child(struct child_args *a)
+{
+	if (mkdir("workspace", 0755) < 0)
+		return -errno;
+	if (mount(a->workspace, "workspace", NULL, MS_BIND, NULL) < 0)
+		return -errno;
+	if (mount(NULL, "workspace", NULL, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV, NULL) < 0)
+		return -errno;
+	return 0;
+}
+
+int mount_lib_dir_in_child(struct child_args *a)
+{
+	if (mkdir("opt", 0755) < 0 || mkdir("opt/paddock", 0755) < 0)
+		return -errno;
+	return bind_ro(a->env->lib_dir, "opt/paddock", 0);
+}
+
+int mount_pivot_in_child(struct child_args *a)
+{
+	(void)a;
+	/* The old root ends up stacked on ".", where we detach it: no put_old directory needed. */
+	if (syscall(SYS_pivot_root, ".", ".") < 0)
+		return -errno;
+	if (umount2(".", MNT_DETACH) < 0)
+		return -errno;
+	if (chdir("/") < 0)
+		return -errno;
+	return 0;
+}
+
+int mount_root_readonly_in_child(struct child_args *a)
+{
+	(void)a;
+	if (mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
+		return -errno;
+	return 0;
+}
+
+int mount_chdir_in_child(struct child_args *a)
+{
+	(void)a;
+	umask(022);
+	if (chdir("/workspace") < 0)
+		return -errno;
+	return 0;
+}

@@ -1,0 +1,210 @@
+/* SPDX-License-Identifier: MIT */
+/* What the sandbox's files share: the environment, the child's arguments, the setup steps. */
+#pragma once
+
+#include <errno.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "sandbox.h"
+
+#define CGROUP_HIER_MAX 8
+#define CGROUP_ROOT "/sys/fs/cgroup"
+
+/* Controllers paddock uses, as bits of CgroupHier.ctrls. */
+enum {
+	CG_MEMORY = 1u << 0,
+	CG_PIDS = 1u << 1,
+	CG_CPU = 1u << 2,
+	CG_CPUACCT = 1u << 3,
+	CG_FREEZER = 1u << 4,
+};
+
+/* One cgroup hierarchy session cgroups live in (v2: exactly one). */
+typedef struct CgroupHier {
+	char *mount;	/* where the hierarchy is mounted */
+	char *parent;	/* absolute path of the directory holding session cgroups */
+	unsigned ctrls; /* CG_* controllers attached to it (v2: all) */
+} CgroupHier;
+
+struct SandboxEnv {
+	char *state_dir;	      /* owned copy of cfg->state_dir */
+	char *lib_dir;		      /* owned copy of cfg->lib_dir */
+	char *root_dir;		      /* <state_dir>/root: empty mount point of every sandbox root */
+	char *workspaces_dir;	      /* <state_dir>/workspaces */
+	int init_fd;		      /* O_PATH fd of <lib_dir>/paddock-init */
+	int host_netns_fd;	      /* our own network namespace, to return to after setns */
+	bool v2;		      /* unified hierarchy */
+	CgroupHier hier[CGROUP_HIER_MAX]; /* v1: one per distinct hierarchy used */
+	size_t n_hier;
+};
+
+/*
+ * Steps of the spawn, in order. The child reports the one that failed on the
+ * sync socket; the parent turns it into a name with sandbox_step_name().
+ */
+enum sandbox_step {
+	STEP_NONE = 0,
+	/* parent side */
+	STEP_PREPARE,
+	STEP_CGROUP_CREATE,
+	STEP_SOCKETS,
+	STEP_CLONE,
+	STEP_CGROUP_ATTACH,
+	STEP_NETNS,
+	STEP_RELEASE_CHILD,
+	STEP_CHILD_DIED,
+	/* child side */
+	STEP_WAIT_PARENT,
+	STEP_CGROUP_NS,
+	STEP_MOUNT_PRIVATE,
+	STEP_MOUNT_ROOT,
+	STEP_MOUNT_USR,
+	STEP_MOUNT_ROOT_LINKS,
+	STEP_MOUNT_ETC,
+	STEP_MOUNT_DEV,
+	STEP_MOUNT_PROC,
+	STEP_MOUNT_TMP,
+	STEP_MOUNT_WORKSPACE,
+	STEP_MOUNT_LIB_DIR,
+	STEP_PIVOT_ROOT,
+	STEP_ROOT_READONLY,
+	STEP_CHDIR,
+	STEP_HOSTNAME,
+	STEP_FDS,
+	STEP_RLIMITS,
+	STEP_CAPS_BOUNDING,
+	STEP_SETGROUPS,
+	STEP_SETGID,
+	STEP_SETUID,
+	STEP_CAPS_VERIFY,
+	STEP_NO_NEW_PRIVS,
+	STEP_SECCOMP,
+	STEP_EXEC,
+	STEP_MAX,
+};
+
+#define ETC_ENTRIES_MAX 48
+#define ETC_NAME_MAX 64
+#define ROOT_LINKS_MAX 8
+#define FILE_BUF_MAX 1024
+
+/* A host /etc entry bound read-only into the sandbox's /etc. */
+struct etc_entry {
+	char name[ETC_NAME_MAX]; /* file name under /etc */
+	bool dir;		 /* a directory (after following symlinks) */
+};
+
+/* A top-level directory of the host root (bin, lib, ...): a symlink into usr, or a directory. */
+struct root_link {
+	const char *name;     /* "bin", "lib", ... */
+	char target[128];     /* symlink target when is_link */
+	bool is_link;	      /* recreate as a symlink; otherwise bind the directory */
+};
+
+/*
+ * Everything the child needs, prepared by the parent before clone so that the
+ * child allocates nothing. The child gets its own copy with the address space.
+ */
+struct child_args {
+	const SandboxEnv *env;
+	int sync_fd;	   /* child's end of the sync socket */
+	int ctl_child_fd;  /* becomes fd 3 */
+	int ctl_parent_fd; /* becomes fd 4: sessiond's end, kept by init for re-adoption */
+	int init_fd;	   /* paddock-init, O_PATH */
+	uid_t uid;
+	gid_t gid;
+	SandboxLimits limits;
+	int cap_last;			   /* highest capability number the kernel knows */
+	const void *seccomp_prog;	   /* struct sock_fprog to install, or NULL (not yet built) */
+	char workspace[PATH_MAX];	   /* host path of the session's workspace */
+	char tmp_opts[64];		   /* mount options of /tmp */
+	char passwd[FILE_BUF_MAX];	   /* generated /etc/passwd */
+	char group[FILE_BUF_MAX];	   /* generated /etc/group */
+	struct etc_entry etc[ETC_ENTRIES_MAX];
+	size_t n_etc;
+	struct root_link links[ROOT_LINKS_MAX];
+	size_t n_links;
+};
+
+/* What the child writes to the sync socket when a step fails. */
+struct child_failure {
+	uint32_t step;
+	int32_t err; /* positive errno */
+};
+
+/* env.c */
+bool sandbox_id_valid(const char *id);
+const char *sandbox_step_name(unsigned step);
+void sandbox_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* cgroup.c */
+int cgroup_env_setup(SandboxEnv *env, const char *cgroup_root);
+void cgroup_env_clear(SandboxEnv *env);
+int cgroup_create_from_parent(const SandboxEnv *env, const char *id, const SandboxLimits *limits);
+int cgroup_attach_from_parent(const SandboxEnv *env, const char *id, pid_t pid);
+int cgroup_ns_in_child(struct child_args *a);
+int cgroup_list_ids(const SandboxEnv *env, char ***ids, size_t *n, size_t *cap);
+
+/* netns.c */
+int netns_setup_from_parent(const SandboxEnv *env, int pidfd);
+
+/* mount.c */
+int mount_prepare_from_parent(const SandboxEnv *env, const char *id, struct child_args *a);
+int mount_private_in_child(struct child_args *a);
+int mount_root_in_child(struct child_args *a);
+int mount_usr_in_child(struct child_args *a);
+int mount_root_links_in_child(struct child_args *a);
+int mount_etc_in_child(struct child_args *a);
+int mount_dev_in_child(struct child_args *a);
+int mount_proc_in_child(struct child_args *a);
+int mount_tmp_in_child(struct child_args *a);
+int mount_workspace_in_child(struct child_args *a);
+int mount_lib_dir_in_child(struct child_args *a);
+int mount_pivot_in_child(struct child_args *a);
+int mount_root_readonly_in_child(struct child_args *a);
+int mount_chdir_in_child(struct child_args *a);
+
+/* privs.c */
+int privs_prepare_from_parent(struct child_args *a);
+int hostname_in_child(struct child_args *a);
+int rlimits_in_child(struct child_args *a);
+int caps_bounding_in_child(struct child_args *a);
+int setgroups_in_child(struct child_args *a);
+int setgid_in_child(struct child_args *a);
+int setuid_in_child(struct child_args *a);
+int caps_verify_in_child(struct child_args *a);
+int no_new_privs_in_child(struct child_args *a);
+int seccomp_in_child(struct child_args *a);
+
+/* workspace.c */
+int workspace_list_ids(const SandboxEnv *env, char ***ids, size_t *n, size_t *cap);
+
+/* Append a copy of id to a growing array unless it is already there. */
+int ids_add(char ***ids, size_t *n, size_t *cap, const char *id);
+
+/*
+ * Join a and b with a slash into buf without allocating (safe between clone and
+ * exec). Returns -ENAMETOOLONG if it does not fit.
+ */
+static inline int path_join(char *buf, size_t len, const char *a, const char *b)
+{
+	size_t la = 0, lb = 0;
+
+	while (a[la])
+		la++;
+	while (b[lb])
+		lb++;
+	if (la + 1 + lb + 1 > len)
+		return -ENAMETOOLONG;
+	for (size_t i = 0; i < la; i++)
+		buf[i] = a[i];
+	buf[la] = '/';
+	for (size_t i = 0; i < lb; i++)
+		buf[la + 1 + i] = b[i];
+	buf[la + 1 + lb] = '\0';
+	return 0;
+}

@@ -1,0 +1,322 @@
+/* SPDX-License-Identifier: MIT */
+/* Starting a sandbox: clone3 into new namespaces, the setup checklist, exec of paddock-init. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <linux/sched.h>
+
+#include "cleanup.h"
+#include "sandbox_internal.h"
+
+/* The child's fd numbers as paddock-init finds them. */
+#define INIT_CTL_FD 3
+#define INIT_CTL_PARENT_FD 4
+/* Fds the child must keep are first moved at or above this, out of the way of 0..4. */
+#define CHILD_FD_HIGH 10
+/* How long the whole setup in the child may take before we give up on it. */
+#define SPAWN_TIMEOUT_MS 10000
+
+/* Everything below, up to sandbox_spawn(), runs in the child between clone and exec. */
+
+static int wait_for_parent_in_child(struct child_args *a)
+{
+	char go;
+	ssize_t n;
+
+	do
+		n = read(a->sync_fd, &go, 1);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	/* EOF: the parent gave up on us (or died) before we were set up. */
+	return n == 1 ? 0 : -EPIPE;
+}
+
+static int move_high(int *fd)
+{
+	int high = fcntl(*fd, F_DUPFD_CLOEXEC, CHILD_FD_HIGH);
+
+	if (high < 0)
+		return -errno;
+	*fd = high;
+	return 0;
+}
+
+/* 0..2 on /dev/null, the control socket on 3, sessiond's end on 4, nothing else inherited. */
+static int fds_in_child(struct child_args *a)
+{
+	int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	int r;
+
+	if (null_fd < 0)
+		return -errno;
+	r = move_high(&null_fd);
+	if (r >= 0)
+		r = move_high(&a->sync_fd);
+	if (r >= 0)
+		r = move_high(&a->init_fd);
+	if (r >= 0)
+		r = move_high(&a->ctl_child_fd);
+	if (r >= 0)
+		r = move_high(&a->ctl_parent_fd);
+	if (r < 0)
+		return r;
+	for (int fd = 0; fd <= 2; fd++)
+		if (dup3(null_fd, fd, 0) < 0)
+			return -errno;
+	if (dup3(a->ctl_child_fd, INIT_CTL_FD, 0) < 0 ||
+	    dup3(a->ctl_parent_fd, INIT_CTL_PARENT_FD, 0) < 0)
+		return -errno;
+	/* Whatever else the daemon had open is closed by exec; old kernels lack the flag. */
+	if (syscall(SYS_close_range, INIT_CTL_PARENT_FD + 1, ~0U, CLOSE_RANGE_CLOEXEC) < 0 &&
+	    errno != EINVAL && errno != ENOSYS)
+		return -errno;
+	return 0;
+}
+
+static int exec_in_child(struct child_args *a)
+{
+	static char *const argv[] = { "paddock-init", NULL };
+	static char *const envp[] = { "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/workspace",
+				      "LANG=C.UTF-8", NULL };
+
+	syscall(SYS_execveat, a->init_fd, "", argv, envp, AT_EMPTY_PATH);
+	return -errno;
+}
+
+struct child_step {
+	enum sandbox_step step;
+	int (*run)(struct child_args *a);
+};
+
+/* The child's setup, in its fixed order. */
+static const struct child_step child_checklist[] = {
+	{ STEP_WAIT_PARENT, wait_for_parent_in_child }, /* in the cgroup, lo up */
+	{ STEP_CGROUP_NS, cgroup_ns_in_child },
+	{ STEP_MOUNT_PRIVATE, mount_private_in_child },
+	{ STEP_MOUNT_ROOT, mount_root_in_child },
+	{ STEP_MOUNT_USR, mount_usr_in_child },
+	{ STEP_MOUNT_ROOT_LINKS, mount_root_links_in_child },
+	{ STEP_MOUNT_ETC, mount_etc_in_child },
+	{ STEP_MOUNT_DEV, mount_dev_in_child },
+	{ STEP_MOUNT_PROC, mount_proc_in_child },
+	{ STEP_MOUNT_TMP, mount_tmp_in_child },
+	{ STEP_MOUNT_WORKSPACE, mount_workspace_in_child },
+	{ STEP_MOUNT_LIB_DIR, mount_lib_dir_in_child },
+	{ STEP_PIVOT_ROOT, mount_pivot_in_child },
+	{ STEP_ROOT_READONLY, mount_root_readonly_in_child },
+	{ STEP_CHDIR, mount_chdir_in_child },
+	{ STEP_HOSTNAME, hostname_in_child },
+	{ STEP_FDS, fds_in_child },
+	{ STEP_RLIMITS, rlimits_in_child },
+	{ STEP_CAPS_BOUNDING, caps_bounding_in_child },
+	{ STEP_SETGROUPS, setgroups_in_child },
+	{ STEP_SETGID, setgid_in_child },
+	{ STEP_SETUID, setuid_in_child },
+	{ STEP_CAPS_VERIFY, caps_verify_in_child },
+	{ STEP_NO_NEW_PRIVS, no_new_privs_in_child },
+	{ STEP_SECCOMP, seccomp_in_child }, /* the prepared BPF filter is installed here */
+	{ STEP_EXEC, exec_in_child },
+};
+
+static _Noreturn void child_fail(struct child_args *a, unsigned step, int err)
+{
+	struct child_failure f = { .step = step, .err = err };
+	ssize_t n;
+
+	n = write(a->sync_fd, &f, sizeof(f));
+	(void)n;
+	_exit(127);
+}
+
+static _Noreturn void child_main(struct child_args *a, int sync_parent_fd)
+{
+	/* Our copy of the parent's end would hide the parent's death from us. */
+	close(sync_parent_fd);
+	for (size_t i = 0; i < ARRAY_SIZE(child_checklist); i++) {
+		int r = child_checklist[i].run(a);
+
+		if (r < 0)
+			child_fail(a, child_checklist[i].step, -r);
+	}
+	child_fail(a, STEP_EXEC, EIO); /* exec returned without an error: cannot happen */
+}
+
+static int pidfd_kill(int pidfd)
+{
+	return syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0) < 0 ? -errno : 0;
+}
+
+static bool limits_valid(const SandboxLimits *l)
+{
+	return l && l->memory_bytes > 0 && l->pids > 0 && l->cpu_percent > 0 &&
+	       l->workspace_bytes > 0 && l->tmp_bytes > 0 && l->nofile > 0;
+}
+
+/* Wait for the child to exec (EOF on the sync socket) or report a failed step. */
+static int wait_for_child_from_parent(int sync_fd, int pidfd, unsigned *step)
+{
+	struct pollfd p = { .fd = sync_fd, .events = POLLIN };
+	struct child_failure f;
+	siginfo_t si = { 0 };
+	ssize_t n;
+	int r;
+
+	do
+		r = poll(&p, 1, SPAWN_TIMEOUT_MS);
+	while (r < 0 && errno == EINTR);
+	if (r < 0)
+		return -errno;
+	if (r == 0) {
+		*step = STEP_RELEASE_CHILD;
+		return -ETIMEDOUT;
+	}
+	n = recv(sync_fd, &f, sizeof(f), 0);
+	if (n < 0)
+		return -errno;
+	if (n == sizeof(f)) {
+		*step = f.step < STEP_MAX ? f.step : STEP_NONE;
+		return f.err > 0 ? -f.err : -EIO;
+	}
+	/* EOF: exec closed the child's end, or the child died without a word. */
+	if (waitid(P_PIDFD, pidfd, &si, WEXITED | WNOHANG | WNOWAIT) < 0)
+		return -errno;
+	if (si.si_pid != 0) {
+		*step = STEP_CHILD_DIED;
+		return -ECHILD;
+	}
+	return 0;
+}
+
+int sandbox_spawn(SandboxEnv *env, const char *id, uid_t uid, gid_t gid,
+		  const SandboxLimits *limits, Sandbox *ret)
+{
+	struct child_args a = { 0 };
+	struct clone_args ca = { 0 };
+	_cleanup_close_ int ctl_parent = -1, ctl_child = -1, sync_parent = -1, sync_child = -1;
+	_cleanup_close_ int pidfd = -1;
+	unsigned step = STEP_PREPARE;
+	int sp[2], r;
+	pid_t pid;
+
+	if (!env || !sandbox_id_valid(id) || uid == 0 || gid == 0 || !limits_valid(limits) ||
+	    !ret) {
+		sandbox_set_error("invalid arguments");
+		return -EINVAL;
+	}
+
+	a.env = env;
+	a.uid = uid;
+	a.gid = gid;
+	a.limits = *limits;
+	a.init_fd = env->init_fd;
+	a.seccomp_prog = NULL;
+	r = mount_prepare_from_parent(env, id, &a);
+	if (r >= 0)
+		r = privs_prepare_from_parent(&a);
+	if (r < 0) {
+		sandbox_set_error("%s: %s", sandbox_step_name(step), strerror(-r));
+		return r;
+	}
+
+	step = STEP_CGROUP_CREATE;
+	r = cgroup_create_from_parent(env, id, limits);
+	if (r < 0)
+		return r; /* it said why */
+
+	step = STEP_SOCKETS;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
+		r = -errno;
+		goto undo_cgroup;
+	}
+	ctl_parent = sp[0];
+	ctl_child = sp[1];
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
+		r = -errno;
+		goto undo_cgroup;
+	}
+	sync_parent = sp[0];
+	sync_child = sp[1];
+	a.sync_fd = sync_child;
+	a.ctl_child_fd = ctl_child;
+	a.ctl_parent_fd = ctl_parent;
+
+	step = STEP_CLONE;
+	ca.flags = CLONE_PIDFD | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
+		   CLONE_NEWUTS;
+	ca.pidfd = (uint64_t)(uintptr_t)&pidfd;
+	ca.exit_signal = SIGCHLD;
+	pid = syscall(SYS_clone3, &ca, sizeof(ca));
+	if (pid < 0) {
+		r = -errno;
+		goto undo_cgroup;
+	}
+	if (pid == 0)
+		child_main(&a, sync_parent);
+
+	ctl_child = safe_close(ctl_child);
+	sync_child = safe_close(sync_child);
+
+	step = STEP_CGROUP_ATTACH;
+	r = cgroup_attach_from_parent(env, id, pid);
+	if (r < 0)
+		goto undo_child;
+	step = STEP_NETNS;
+	r = netns_setup_from_parent(env, pidfd);
+	if (r < 0)
+		goto undo_child;
+	step = STEP_RELEASE_CHILD;
+	if (write(sync_parent, "g", 1) != 1) {
+		r = -errno;
+		goto undo_child;
+	}
+	r = wait_for_child_from_parent(sync_parent, pidfd, &step);
+	if (r < 0)
+		goto undo_child;
+
+	ret->pid = pid;
+	ret->pidfd = TAKE_FD(pidfd);
+	ret->ctl_fd = TAKE_FD(ctl_parent);
+	ret->ctl_fd_in_init = INIT_CTL_PARENT_FD;
+	sandbox_set_error("%s", "");
+	return 0;
+
+undo_child:
+	pidfd_kill(pidfd);
+	{
+		siginfo_t si;
+
+		while (waitid(P_PIDFD, pidfd, &si, WEXITED) < 0 && errno == EINTR)
+			;
+	}
+undo_cgroup:
+	/* Reaped, the child has left the cgroup; the kernel may still need a moment. */
+	for (int tries = 0; tries < 100; tries++) {
+		struct timespec ms = { 0, 1000000 };
+
+		if (sandbox_cgroup_remove(env, id) != -EBUSY)
+			break;
+		nanosleep(&ms, NULL);
+	}
+	sandbox_set_error("%s: %s", sandbox_step_name(step), strerror(-r));
+	return r;
+}
+
+void sandbox_kill(Sandbox *sb)
+{
+	if (!sb)
+		return;
+	/* Init is pid 1 of its namespace: its death takes every process in it. */
+	if (sb->pidfd >= 0)
+		pidfd_kill(sb->pidfd);
+	sb->pidfd = safe_close(sb->pidfd);
+	sb->ctl_fd = safe_close(sb->ctl_fd);
+}

@@ -1,0 +1,104 @@
+/* SPDX-License-Identifier: MIT */
+/* Session workspaces: one size-capped tmpfs per session under <state_dir>/workspaces. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "sandbox_internal.h"
+
+int workspace_path(const SandboxEnv *env, const char *id, char *buf, size_t len)
+{
+	if (!sandbox_id_valid(id))
+		return -EINVAL;
+	if (snprintf(buf, len, "%s/%s", env->workspaces_dir, id) >= (int)len)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+int workspace_create(const SandboxEnv *env, const char *id, uid_t uid, gid_t gid, int64_t bytes)
+{
+	char path[PATH_MAX], opts[128];
+	int r;
+
+	r = workspace_path(env, id, path, sizeof(path));
+	if (r < 0)
+		return r;
+	if (bytes <= 0)
+		return -EINVAL;
+	/* The parents are created 0700 by sandbox_env_new(); an existing id is a caller bug. */
+	if (mkdir(path, 0700) < 0) {
+		r = -errno;
+		sandbox_set_error("mkdir %s: %s", path, strerror(errno));
+		return r;
+	}
+	snprintf(opts, sizeof(opts), "size=%lld,mode=0700,uid=%u,gid=%u", (long long)bytes,
+		 (unsigned)uid, (unsigned)gid);
+	if (mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0) {
+		r = -errno;
+		sandbox_set_error("mounting tmpfs on %s: %s", path, strerror(errno));
+		goto undo_mkdir;
+	}
+	return 0;
+undo_mkdir:
+	rmdir(path);
+	return r;
+}
+
+int workspace_destroy(const SandboxEnv *env, const char *id)
+{
+	char path[PATH_MAX];
+	int r;
+
+	r = workspace_path(env, id, path, sizeof(path));
+	if (r < 0)
+		return r;
+	/* EINVAL: not a mount point (already detached); the directory may still be there. */
+	if (umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) < 0 && errno != EINVAL && errno != ENOENT) {
+		r = -errno;
+		sandbox_set_error("unmounting %s: %s", path, strerror(errno));
+		return r;
+	}
+	if (rmdir(path) < 0 && errno != ENOENT) {
+		r = -errno;
+		sandbox_set_error("rmdir %s: %s", path, strerror(errno));
+		return r;
+	}
+	return 0;
+}
+
+int workspace_open(const SandboxEnv *env, const char *id)
+{
+	char path[PATH_MAX];
+	int r, fd;
+
+	r = workspace_path(env, id, path, sizeof(path));
+	if (r < 0)
+		return r;
+	fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	return fd < 0 ? -errno : fd;
+}
+
+int workspace_list_ids(const SandboxEnv *env, char ***ids, size_t *n, size_t *cap)
+{
+	DIR *d = opendir(env->workspaces_dir);
+	struct dirent *de;
+	int r = 0;
+
+	if (!d)
+		return errno == ENOENT ? 0 : -errno;
+	while ((de = readdir(d))) {
+		if (de->d_type != DT_DIR || !sandbox_id_valid(de->d_name))
+			continue;
+		r = ids_add(ids, n, cap, de->d_name);
+		if (r < 0)
+			break;
+	}
+	closedir(d);
+	return r;
+}

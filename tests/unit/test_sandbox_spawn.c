@@ -1,0 +1,578 @@
+/* SPDX-License-Identifier: MIT */
+/* Sandbox test (root): spawn a session sandbox, probe it from inside, kill it, leave nothing. */
+#include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <net/if.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "init_proto.h"
+#include "sandbox.h"
+
+#define ID "t1"
+#define MEMORY_BYTES (256LL << 20)
+#define TIMEOUT_MS 10000
+#define SPAWN_RUNS 20
+
+static int failures;
+
+#define CHECK(cond, ...)                                                                           \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);            \
+			fprintf(stderr, __VA_ARGS__);                                              \
+			fputc('\n', stderr);                                                       \
+			failures++;                                                                \
+		}                                                                                  \
+	} while (0)
+
+static _Noreturn void skip(const char *why)
+{
+	printf("SKIP: %s\n", why);
+	exit(77);
+}
+
+static _Noreturn void die(const char *what, int err)
+{
+	fprintf(stderr, "FATAL: %s: %s (%s)\n", what, strerror(err < 0 ? -err : err),
+		sandbox_last_error());
+	exit(1);
+}
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static bool namespaces_available(void)
+{
+	int status;
+	pid_t pid = fork();
+
+	if (pid == 0)
+		_exit(unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
+			      CLONE_NEWUTS) == 0 ?
+			      0 :
+			      1);
+	if (pid < 0 || waitpid(pid, &status, 0) < 0)
+		return false;
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+static int send_req(int ctl, const struct init_msg *m, const char *blob, size_t bloblen)
+{
+	char buf[INIT_MSG_MAX];
+
+	if (sizeof(*m) + bloblen > sizeof(buf))
+		return -EMSGSIZE;
+	memcpy(buf, m, sizeof(*m));
+	if (bloblen)
+		memcpy(buf + sizeof(*m), blob, bloblen);
+	return send(ctl, buf, sizeof(*m) + bloblen, MSG_NOSIGNAL) < 0 ? -errno : 0;
+}
+
+/* Receive one message and up to 4 fds; -ETIMEDOUT if nothing comes. */
+static int recv_msg(int ctl, struct init_msg *m, int fds[4], int *nfds)
+{
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(8 * sizeof(int))];
+	} cm;
+	struct iovec iov = { m, sizeof(*m) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf,
+			     .msg_controllen = sizeof(cm.buf) };
+	struct pollfd p = { .fd = ctl, .events = POLLIN };
+	ssize_t n;
+
+	*nfds = 0;
+	if (poll(&p, 1, TIMEOUT_MS) <= 0)
+		return -ETIMEDOUT;
+	n = recvmsg(ctl, &mh, MSG_CMSG_CLOEXEC);
+	if (n < 0)
+		return -errno;
+	if ((size_t)n != sizeof(*m))
+		return -EBADMSG;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		*nfds = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		if (*nfds > 4)
+			*nfds = 4;
+		memcpy(fds, CMSG_DATA(c), *nfds * sizeof(int));
+	}
+	return 0;
+}
+
+/* Wait for a message of op; with tag != 0 only that tag. Others are dropped. */
+static int wait_for(int ctl, uint32_t op, uint32_t tag, struct init_msg *m, int fds[4])
+{
+	double deadline = now_ms() + TIMEOUT_MS;
+
+	while (now_ms() < deadline) {
+		int nfds, got[4], r = recv_msg(ctl, m, got, &nfds);
+
+		if (r < 0)
+			return r;
+		if (m->op == op && (tag == 0 || m->tag == tag)) {
+			if (fds)
+				memcpy(fds, got, sizeof(got));
+			else
+				for (int i = 0; i < nfds; i++)
+					close(got[i]);
+			return nfds;
+		}
+		if (m->op == INIT_ERROR)
+			fprintf(stderr, "init error: step %u: %s\n", m->step, strerror(m->status));
+		for (int i = 0; i < nfds; i++)
+			close(got[i]);
+	}
+	return -ETIMEDOUT;
+}
+
+/* Start /bin/sh -c script in the sandbox; fds get pidfd, ctl, stdout, stderr. */
+static int spawn_sh(int ctl, uint32_t tag, const char *script, int fds[4], pid_t *pid)
+{
+	static const char env[] = "PATH=/usr/bin:/bin\0HOME=/workspace\0";
+	char blob[8192];
+	size_t len = 0;
+	struct init_msg m = { .op = INIT_SPAWN, .seq = tag, .tag = tag };
+	const char *argv[] = { "/bin/sh", "-c", script };
+	int r;
+
+	for (size_t i = 0; i < 3; i++) {
+		size_t l = strlen(argv[i]) + 1;
+
+		if (len + l + sizeof(env) + 2 > sizeof(blob))
+			return -E2BIG;
+		memcpy(blob + len, argv[i], l);
+		len += l;
+	}
+	blob[len++] = '\0';
+	memcpy(blob + len, env, sizeof(env) - 1);
+	len += sizeof(env) - 1;
+	blob[len++] = '\0';
+	r = send_req(ctl, &m, blob, len);
+	if (r < 0)
+		return r;
+	r = wait_for(ctl, INIT_SPAWNED, tag, &m, fds);
+	if (r < 0)
+		return r;
+	if (r != 4)
+		return -EBADMSG;
+	*pid = m.pid;
+	return 0;
+}
+
+static ssize_t read_all(int fd, char *buf, size_t len)
+{
+	size_t got = 0;
+
+	while (got + 1 < len) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		ssize_t n;
+
+		if (poll(&p, 1, TIMEOUT_MS) <= 0)
+			return -ETIMEDOUT;
+		n = read(fd, buf + got, len - 1 - got);
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			break;
+		got += n;
+	}
+	buf[got] = '\0';
+	return got;
+}
+
+static void close_fds(int fds[4])
+{
+	for (int i = 0; i < 4; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+}
+
+static bool has_line(const char *out, const char *line)
+{
+	size_t l = strlen(line);
+
+	for (const char *p = out; (p = strstr(p, line)); p += l)
+		if ((p == out || p[-1] == '\n') && (p[l] == '\n' || p[l] == '\0'))
+			return true;
+	return false;
+}
+
+/* Is lo up in the sandbox's network namespace? Asked from outside, through the pidfd. */
+static bool lo_up(int pidfd)
+{
+	int self = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC), s = -1;
+	struct ifreq ifr = { 0 };
+	bool up = false;
+
+	if (self < 0)
+		return false;
+	if (setns(pidfd, CLONE_NEWNET) == 0) {
+		s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		if (setns(self, CLONE_NEWNET) < 0)
+			die("returning to our netns", errno);
+	}
+	close(self);
+	if (s < 0)
+		return false;
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+	if (ioctl(s, SIOCGIFFLAGS, &ifr) == 0)
+		up = ifr.ifr_flags & IFF_UP;
+	close(s);
+	return up;
+}
+
+/* The memory limit of init's cgroup, from the path the kernel reports for it. */
+static long long memory_limit_of(pid_t pid)
+{
+	char path[512], line[512], file[700];
+	FILE *f;
+	long long v = -1;
+
+	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	file[0] = '\0';
+	while (fgets(line, sizeof(line), f)) {
+		char *ctrl = strchr(line, ':'), *cg;
+
+		if (!ctrl)
+			continue;
+		cg = strchr(ctrl + 1, ':');
+		if (!cg)
+			continue;
+		*cg++ = '\0';
+		cg[strcspn(cg, "\n")] = '\0';
+		if (strcmp(ctrl + 1, "memory") == 0) {
+			snprintf(file, sizeof(file), "/sys/fs/cgroup/memory%s/memory.limit_in_bytes",
+				 cg);
+			break;
+		}
+		if (strncmp(line, "0", 1) == 0 && ctrl[1] == '\0' && !file[0])
+			snprintf(file, sizeof(file), "/sys/fs/cgroup%s/memory.max", cg);
+	}
+	fclose(f);
+	f = file[0] ? fopen(file, "re") : NULL;
+	if (f) {
+		if (fscanf(f, "%lld", &v) != 1)
+			v = -1;
+		fclose(f);
+	}
+	return v;
+}
+
+static int remove_cgroup(SandboxEnv *env, const char *id)
+{
+	int r = -EBUSY;
+
+	for (int i = 0; i < 1000 && r == -EBUSY; i++) {
+		struct timespec ms = { 0, 1000000 };
+
+		r = sandbox_cgroup_remove(env, id);
+		if (r == -EBUSY)
+			nanosleep(&ms, NULL);
+	}
+	return r;
+}
+
+/* Kill the sandbox and wait until its init is gone and reaped. */
+static void kill_and_reap(Sandbox *sb)
+{
+	int pidfd = dup(sb->pidfd);
+	struct pollfd p = { .fd = pidfd, .events = POLLIN };
+	siginfo_t si;
+
+	sandbox_kill(sb);
+	CHECK(sb->pidfd < 0 && sb->ctl_fd < 0, "sandbox_kill leaves fds open");
+	CHECK(poll(&p, 1, TIMEOUT_MS) == 1, "init did not exit after sandbox_kill");
+	CHECK(waitid(P_PIDFD, pidfd, &si, WEXITED) == 0, "waitid: %s", strerror(errno));
+	close(pidfd);
+}
+
+static void probe(Sandbox *sb, uid_t uid)
+{
+	static const char script[] =
+		"echo uid=$(id -u); echo user=$(id -un);"
+		"grep -E '^(NoNewPrivs|CapEff|CapPrm|CapBnd):' /proc/self/status;"
+		"echo ifaces=$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\\n' ,);"
+		"if touch /probe 2>/dev/null; then echo root=rw; else echo root=ro; fi;"
+		"if touch /usr/probe 2>/dev/null; then echo usr=rw; else echo usr=ro; fi;"
+		"if touch /workspace/probe; then echo ws=rw; else echo ws=ro; fi;"
+		"if touch /tmp/probe; then echo tmp=rw; else echo tmp=ro; fi;"
+		"if [ -e /etc/shadow ]; then echo shadow=present; else echo shadow=absent; fi;"
+		"echo pid=$$; echo host=$(cat /proc/sys/kernel/hostname); echo cwd=$(pwd);"
+		"echo stdin=$(cat)";
+	char out[8192], want[64];
+	int fds[4] = { -1, -1, -1, -1 };
+	struct init_msg m;
+	pid_t pid = 0;
+	int r;
+
+	r = spawn_sh(sb->ctl_fd, 7, script, fds, &pid);
+	if (r < 0)
+		die("INIT_SPAWN of the probe", r);
+	CHECK(read_all(fds[2], out, sizeof(out)) > 0, "no probe output");
+	printf("probe output:\n%s", out);
+	r = wait_for(sb->ctl_fd, INIT_EXITED, 7, &m, NULL);
+	CHECK(r >= 0 && m.pid == pid && WIFEXITED(m.status) && WEXITSTATUS(m.status) == 0,
+	      "probe exit: r=%d status=%#x", r, m.status);
+	close_fds(fds);
+
+	snprintf(want, sizeof(want), "uid=%u", (unsigned)uid);
+	CHECK(has_line(out, want), "want %s", want);
+	CHECK(has_line(out, "user=sandbox"), "passwd names the session uid sandbox");
+	CHECK(has_line(out, "NoNewPrivs:\t1"), "no_new_privs");
+	CHECK(has_line(out, "CapEff:\t0000000000000000"), "effective caps");
+	CHECK(has_line(out, "CapPrm:\t0000000000000000"), "permitted caps");
+	CHECK(has_line(out, "CapBnd:\t0000000000000000"), "bounding set");
+	CHECK(has_line(out, "ifaces=lo,"), "only lo in the netns");
+	CHECK(has_line(out, "root=ro"), "/ read-only");
+	CHECK(has_line(out, "usr=ro"), "/usr read-only");
+	CHECK(has_line(out, "ws=rw"), "/workspace writable");
+	CHECK(has_line(out, "tmp=rw"), "/tmp writable");
+	CHECK(has_line(out, "shadow=absent"), "/etc/shadow hidden");
+	CHECK(has_line(out, "pid=2") || has_line(out, "pid=3"), "shell pid small (pid ns)");
+	CHECK(has_line(out, "host=sandbox"), "hostname");
+	CHECK(has_line(out, "cwd=/workspace"), "cwd");
+	CHECK(has_line(out, "stdin="), "stdin is /dev/null");
+}
+
+static void kill_test(SandboxEnv *env, Sandbox *sb)
+{
+	int kept[4] = { -1, -1, -1, -1 }, other[4] = { -1, -1, -1, -1 };
+	struct init_msg m = { .op = INIT_KILL, .seq = 50 };
+	SandboxUsage u;
+	pid_t kept_pid = 0, other_pid = 0;
+	char line[64];
+	int r;
+
+	r = spawn_sh(sb->ctl_fd, 21, "exec sleep 1000", kept, &kept_pid);
+	if (r < 0)
+		die("INIT_SPAWN sleep", r);
+	r = spawn_sh(sb->ctl_fd, 22, "setsid sleep 1000 & echo started; exec sleep 1000", other,
+		     &other_pid);
+	if (r < 0)
+		die("INIT_SPAWN setsid sleep", r);
+	/* The background sleep exists once the shell says so. */
+	{
+		struct pollfd p = { .fd = other[2], .events = POLLIN };
+		ssize_t n = poll(&p, 1, TIMEOUT_MS) == 1 ? read(other[2], line, sizeof(line) - 1) : -1;
+
+		CHECK(n > 0 && strncmp(line, "started", 7) == 0, "background sleep started");
+	}
+	CHECK(sandbox_usage(env, ID, &u) == 0 && u.pids_current == 4,
+	      "pids.current before kill: %llu", (unsigned long long)u.pids_current);
+
+	m.keep[0] = kept_pid;
+	r = send_req(sb->ctl_fd, &m, NULL, 0);
+	CHECK(r == 0, "send INIT_KILL");
+	r = wait_for(sb->ctl_fd, INIT_KILLED, 0, &m, NULL);
+	CHECK(r >= 0 && m.seq == 50, "INIT_KILLED with keep");
+	CHECK(sandbox_usage(env, ID, &u) == 0 && u.pids_current == 2,
+	      "after kill with keep: init and the kept sleep remain, pids.current=%llu",
+	      (unsigned long long)u.pids_current);
+
+	m = (struct init_msg){ .op = INIT_KILL, .seq = 51 };
+	r = send_req(sb->ctl_fd, &m, NULL, 0);
+	CHECK(r == 0, "send INIT_KILL");
+	r = wait_for(sb->ctl_fd, INIT_KILLED, 0, &m, NULL);
+	CHECK(r >= 0 && m.seq == 51, "INIT_KILLED");
+	CHECK(sandbox_usage(env, ID, &u) == 0 && u.pids_current == 1,
+	      "after kill: only init remains, pids.current=%llu",
+	      (unsigned long long)u.pids_current);
+	printf("usage: cpu %llu ns, memory %llu (peak %llu), oom kills %llu\n",
+	       (unsigned long long)u.cpu_ns, (unsigned long long)u.memory_current,
+	       (unsigned long long)u.memory_peak, (unsigned long long)u.oom_kills);
+	close_fds(kept);
+	close_fds(other);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+static void timing(SandboxEnv *env, const SandboxLimits *lim, uid_t uid)
+{
+	double spawn[SPAWN_RUNS], pong[SPAWN_RUNS];
+
+	for (int i = 0; i < SPAWN_RUNS; i++) {
+		Sandbox sb;
+		struct init_msg m = { .op = INIT_PING, .seq = 1000 + i };
+		double t0 = now_ms();
+		int r = sandbox_spawn(env, ID, uid, uid, lim, &sb);
+
+		if (r < 0)
+			die("sandbox_spawn (timing)", r);
+		spawn[i] = now_ms() - t0;
+		r = send_req(sb.ctl_fd, &m, NULL, 0);
+		if (r >= 0)
+			r = wait_for(sb.ctl_fd, INIT_PONG, 0, &m, NULL);
+		pong[i] = now_ms() - t0;
+		CHECK(r >= 0, "PONG in timing run %d", i);
+		kill_and_reap(&sb);
+		CHECK(remove_cgroup(env, ID) == 0, "cgroup remove in timing run %d", i);
+	}
+	qsort(spawn, SPAWN_RUNS, sizeof(double), cmp_double);
+	qsort(pong, SPAWN_RUNS, sizeof(double), cmp_double);
+	printf("spawn time over %d runs: median %.2f ms (min %.2f, max %.2f); "
+	       "to first PONG: median %.2f ms\n",
+	       SPAWN_RUNS, spawn[SPAWN_RUNS / 2], spawn[0], spawn[SPAWN_RUNS - 1],
+	       pong[SPAWN_RUNS / 2]);
+}
+
+int main(void)
+{
+	char state[] = "/tmp/paddock-sandbox-test-XXXXXX";
+	char cgroot[64], err[256], path[4096], root[4200], wsdir[4200];
+	PaddockConfig cfg = { 0 };
+	SandboxEnv *env = NULL;
+	SandboxLimits lim;
+	Sandbox sb;
+	struct init_msg m;
+	struct stat st;
+	char **ids = NULL;
+	size_t n_ids = 0;
+	const char *lib = getenv("PADDOCK_LIB_DIR");
+	glob_t g;
+	uid_t uid;
+	int r;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (geteuid() != 0)
+		skip("needs root (namespaces, cgroups, mounts)");
+	if (!namespaces_available())
+		skip("cannot create mount/pid/net/ipc/uts namespaces here");
+	if (!lib)
+		skip("PADDOCK_LIB_DIR is not set (ctest sets it to the build's lib dir)");
+	snprintf(path, sizeof(path), "%s/paddock-init", lib);
+	if (access(path, X_OK) < 0)
+		skip("paddock-init is not built in PADDOCK_LIB_DIR");
+	if (!mkdtemp(state))
+		die("mkdtemp", errno);
+
+	/* A cgroup parent of our own, so that we can remove it afterwards. */
+	snprintf(cgroot, sizeof(cgroot), "paddock-test-%d", (int)getpid());
+	setenv("PADDOCK_STATE_DIR", state, 1);
+	setenv("PADDOCK_CGROUP_ROOT", cgroot, 1);
+	r = config_load(&cfg, NULL, err, sizeof(err));
+	if (r < 0) {
+		fprintf(stderr, "config_load: %s\n", err);
+		return 1;
+	}
+	r = sandbox_env_new(&cfg, &env);
+	if (r < 0)
+		die("sandbox_env_new", r);
+	printf("cgroup %s\n", sandbox_env_cgroup_version(env));
+
+	uid = (uid_t)cfg.uid_base;
+	lim = (SandboxLimits){
+		.memory_bytes = MEMORY_BYTES,
+		.pids = 64,
+		.cpu_percent = 100,
+		.workspace_bytes = 64 << 20,
+		.tmp_bytes = 32 << 20,
+		.nofile = cfg.nofile_max,
+	};
+
+	CHECK(workspace_create(env, "../x", uid, uid, 1 << 20) == -EINVAL, "bad id refused");
+	CHECK(sandbox_spawn(env, "a/b", uid, uid, &lim, &sb) == -EINVAL, "bad id refused");
+	r = workspace_create(env, ID, uid, uid, lim.workspace_bytes);
+	if (r < 0)
+		die("workspace_create", r);
+	r = workspace_open(env, ID);
+	CHECK(r >= 0, "workspace_open: %s", strerror(-r));
+	if (r >= 0) {
+		CHECK(fstat(r, &st) == 0 && st.st_uid == uid && (st.st_mode & 0777) == 0700,
+		      "workspace root owned by the session, 0700");
+		close(r);
+	}
+
+	r = sandbox_spawn(env, ID, uid, uid, &lim, &sb);
+	if (r < 0)
+		die("sandbox_spawn", r);
+	CHECK(sb.ctl_fd_in_init == 4, "ctl fd in init");
+
+	m = (struct init_msg){ .op = INIT_PING, .seq = 1 };
+	CHECK(send_req(sb.ctl_fd, &m, NULL, 0) == 0, "send PING");
+	r = wait_for(sb.ctl_fd, INIT_PONG, 0, &m, NULL);
+	CHECK(r >= 0 && m.seq == 1, "PONG");
+
+	m = (struct init_msg){ .op = 77, .seq = 2 };
+	CHECK(send_req(sb.ctl_fd, &m, NULL, 0) == 0, "send bad op");
+	r = wait_for(sb.ctl_fd, INIT_ERROR, 0, &m, NULL);
+	CHECK(r >= 0 && m.seq == 2 && m.status == EINVAL, "bad op gets INIT_ERROR");
+
+	CHECK(lo_up(sb.pidfd), "lo is up in the sandbox's netns");
+	CHECK(memory_limit_of(sb.pid) == MEMORY_BYTES, "memory limit reads back %lld",
+	      memory_limit_of(sb.pid));
+
+	probe(&sb, uid);
+	kill_test(env, &sb);
+
+	kill_and_reap(&sb);
+	CHECK(remove_cgroup(env, ID) == 0, "sandbox_cgroup_remove: %s", sandbox_last_error());
+
+	timing(env, &lim, uid);
+
+	r = sandbox_list_leftovers(env, &ids, &n_ids);
+	CHECK(r == 0 && n_ids == 1 && strcmp(ids[0], ID) == 0, "leftovers: the workspace only");
+	for (size_t i = 0; i < n_ids; i++)
+		free(ids[i]);
+	free(ids);
+
+	CHECK(workspace_destroy(env, ID) == 0, "workspace_destroy: %s", sandbox_last_error());
+	CHECK(workspace_destroy(env, ID) == 0, "workspace_destroy twice");
+	snprintf(wsdir, sizeof(wsdir), "%s/workspaces/%s", state, ID);
+	CHECK(stat(wsdir, &st) < 0 && errno == ENOENT, "workspace dir gone");
+	r = sandbox_list_leftovers(env, &ids, &n_ids);
+	CHECK(r == 0 && n_ids == 0, "no leftovers");
+	free(ids);
+
+	sandbox_env_free(env);
+	config_free(&cfg);
+
+	/* Leave nothing behind on the machine. */
+	snprintf(path, sizeof(path), "/sys/fs/cgroup/*/%s", cgroot);
+	if (glob(path, 0, NULL, &g) == 0) {
+		for (size_t i = 0; i < g.gl_pathc; i++)
+			CHECK(rmdir(g.gl_pathv[i]) == 0, "rmdir %s: %s", g.gl_pathv[i],
+			      strerror(errno));
+		globfree(&g);
+	}
+	snprintf(path, sizeof(path), "/sys/fs/cgroup/%s", cgroot);
+	rmdir(path);
+	snprintf(root, sizeof(root), "%s/root", state);
+	CHECK(rmdir(root) == 0, "rmdir %s: %s", root, strerror(errno));
+	snprintf(root, sizeof(root), "%s/workspaces", state);
+	CHECK(rmdir(root) == 0, "rmdir %s: %s", root, strerror(errno));
+	CHECK(rmdir(state) == 0, "rmdir %s: %s", state, strerror(errno));
+
+	if (failures) {
+		fprintf(stderr, "%d check(s) failed\n", failures);
+		return 1;
+	}
+	printf("ok\n");
+	return 0;
+}
