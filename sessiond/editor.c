@@ -369,6 +369,9 @@ static int read_all(int fd, size_t max, char **ret, size_t *len_ret)
 	_cleanup_free_ char *buf = NULL;
 	size_t len = 0, cap = 0;
 
+	/* Room for the extra byte below and the NUL. */
+	if (max > SIZE_MAX / 2)
+		max = SIZE_MAX / 2;
 	for (;;) {
 		ssize_t n;
 
