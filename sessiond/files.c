@@ -118,7 +118,17 @@ void op_get(Manager *m, Conn *c, Session *s, json_object *req)
 		return;
 	}
 	r = wsfs_normalize(path, false, rel, sizeof(rel));
-	fd = r < 0 ? r : wsfs_open_read(s->ws_fd, rel, &st);
+	if (r < 0) {
+		conn_reply(c, fs_error(r, path), NULL, 0);
+		return;
+	}
+	fd = wsfs_open_read(s->ws_fd, rel, &st);
+	if (fd == -EINVAL) {
+		/* A FIFO, socket or device: nothing a client can download. */
+		conn_reply(c, reply_error("bad_request", "not a regular file: %.200s", path),
+			   NULL, 0);
+		return;
+	}
 	if (fd < 0) {
 		conn_reply(c, fs_error(fd, path), NULL, 0);
 		return;

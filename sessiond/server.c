@@ -43,6 +43,8 @@ struct Conn {
 	size_t out_nfds;
 	bool busy;	     /* a request is being handled */
 	bool closing;	     /* close once out is flushed */
+	bool dispatching;    /* inside the request callback: defer frees */
+	bool dead;	     /* freed while dispatching; free on return */
 	void *data;	     /* the handler's per-connection state */
 	Conn *prev, *next;
 };
@@ -51,6 +53,10 @@ static void conn_free(Conn *c)
 {
 	Server *s = c->srv;
 
+	if (c->dispatching) {
+		c->dead = true;
+		return;
+	}
 	if (s->on_closed)
 		s->on_closed(s->data, c);
 	loop_remove(s->loop, c->src);
@@ -211,7 +217,13 @@ static bool conn_take_request(Conn *c)
 	}
 	c->busy = true;
 	loop_modify_fd(c->srv->loop, c->src, conn_events(c));
+	c->dispatching = true;
 	c->srv->on_req(c->srv->data, c, req);
+	c->dispatching = false;
+	if (c->dead) {
+		conn_free(c);
+		return false;
+	}
 	return true;
 }
 
