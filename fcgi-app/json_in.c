@@ -3,7 +3,6 @@
 #include "json_in.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -213,10 +212,11 @@ int json_in_int(json_object *obj, const char *key, int64_t *ret)
 	if (!json_object_is_type(v, json_type_double))
 		return -EINVAL;
 	d = json_object_get_double(v);
-	if (!isfinite(d) || floor(d) != d)
-		return -EINVAL;
-	if (d < -9.2e18 || d > 9.2e18)
+	/* Written this way round so NaN and infinities fail too. */
+	if (!(d >= -9.2e18 && d <= 9.2e18))
 		return -ERANGE;
+	if ((double)(int64_t)d != d)
+		return -EINVAL;
 	*ret = (int64_t)d;
 	return 1;
 }

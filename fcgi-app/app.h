@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: MIT */
+/* The worker's context: the read-only app, per-thread state, and one request's context. */
+#pragma once
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <fcgiapp.h>
+
+#include "auth.h"
+#include "client.h"
+#include "config.h"
+#include "http.h"
+#include "route.h"
+
+/* Shared by all threads; read-only once the threads start. */
+typedef struct App {
+	const PaddockConfig *cfg; /* the settings */
+	AuthTokens *tokens;	  /* bearer tokens; none: open */
+	char *tenant_param;	  /* FastCGI param of the tenant header, e.g. HTTP_X_PADDOCK_TENANT */
+	int listen_fd;		  /* the FastCGI listener (non-blocking) */
+	int stop_fd;		  /* eventfd: readable once shutdown has begun */
+} App;
+
+/* One FastCGI thread. */
+typedef struct Worker {
+	App *app;	  /* shared context */
+	unsigned id;	  /* 0..threads-1, for logs */
+	pthread_t thread; /* the thread */
+	SdClient sd;	  /* this thread's sessiond connection */
+	FCGX_Request req; /* libfcgi's request state; keeps a kept-alive connection */
+} Worker;
+
+/* One request as handlers see it. */
+struct ReqCtx {
+	App *app;	     /* shared context */
+	Worker *w;	     /* the thread serving it */
+	HttpReq http;	     /* the HTTP view */
+	RouteMatch match;    /* route and decoded session id */
+	const char *tenant;  /* the tenant header's value, NULL when none */
+};

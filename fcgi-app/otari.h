@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: MIT */
+/* The Otari code-execution API (/sessions...): its routes, handlers and response shapes. */
+#pragma once
+
+#include <json-c/json.h>
+
+#include "app.h"
+#include "client.h"
+#include "route.h"
+
+/* The API's route table. */
+extern const RouteTable otari_routes;
+
+/* Handlers: sessions and execution (otari.c), files (otari_files.c). */
+void otari_create(ReqCtx *rq);
+void otari_exec(ReqCtx *rq);
+void otari_destroy(ReqCtx *rq);
+void otari_list(ReqCtx *rq);
+void otari_get(ReqCtx *rq);
+void otari_put(ReqCtx *rq);
+
+/* A sessiond request for op with request_id, tenant and session_id filled in (owned). */
+json_object *otari_sd_request(ReqCtx *rq, const char *op);
+
+/*
+ * Answer a failed sd_call (r < 0: daemon unreachable) or an error reply
+ * (rep->ok false) with the mapped status and a detail.
+ */
+void otari_sd_fail(ReqCtx *rq, int r, const SdReply *rep);

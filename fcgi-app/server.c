@@ -1,0 +1,226 @@
+/* SPDX-License-Identifier: MIT */
+/* Worker threads: wait for work or shutdown, accept with libfcgi, route, answer, log. */
+#include "server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "log.h"
+#include "otari.h"
+
+/* The APIs served, tried in order. The code-interpreter plane joins here. */
+static const RouteTable *const apis[] = { &otari_routes };
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Authentication and tenancy; answers and returns false when the request may not go on. */
+static bool admit(ReqCtx *rq)
+{
+	const App *app = rq->app;
+	const char *tenant;
+
+	if (!auth_check(app->tokens, http_param(&rq->http, "HTTP_AUTHORIZATION"))) {
+		http_error(&rq->http, 401, "WWW-Authenticate: Bearer\r\n",
+			   "a valid bearer token is required");
+		return false;
+	}
+	tenant = http_param(&rq->http, app->tenant_param);
+	if (tenant && *tenant) {
+		if (!auth_tenant_valid(tenant)) {
+			http_error(&rq->http, 400, NULL,
+				   "the tenant header must be 1 to %d printable ASCII characters",
+				   TENANT_MAX);
+			return false;
+		}
+		rq->tenant = tenant;
+	} else if (app->cfg->require_tenant) {
+		http_error(&rq->http, 401, NULL, "the %s header is required",
+			   app->cfg->tenant_header);
+		return false;
+	}
+	return true;
+}
+
+static void dispatch(ReqCtx *rq)
+{
+	char allow[80] = "";
+
+	if (!admit(rq))
+		return;
+	for (size_t i = 0; i < ARRAY_SIZE(apis); i++) {
+		switch (route_match(apis[i], rq->http.method, rq->http.path, &rq->match)) {
+		case ROUTE_FOUND:
+			rq->match.route->handler(rq);
+			return;
+		case ROUTE_BAD_ID:
+			/* Nothing that is not an id can name a session: no need to ask. */
+			http_error(&rq->http, 404, NULL, "unknown session: not a valid session id");
+			return;
+		case ROUTE_BAD_METHOD:
+			snprintf(allow, sizeof(allow), "Allow: %s\r\n", rq->match.allow);
+			break;
+		case ROUTE_NOT_FOUND:
+			break;
+		}
+	}
+	if (allow[0])
+		http_error(&rq->http, 405, allow, "the method is not allowed on this path");
+	else
+		http_error(&rq->http, 404, NULL, "no such route");
+}
+
+static void serve(Worker *w)
+{
+	ReqCtx rq = { .app = w->app, .w = w };
+	int64_t start = now_ms();
+
+	if (http_init(&rq.http, &w->req) < 0) {
+		http_error(&rq.http, 500, NULL, "out of memory");
+	} else {
+		dispatch(&rq);
+		if (!rq.http.status) {
+			log_err("handler sent no response REQUEST_ID=%s", rq.http.request_id);
+			http_error(&rq.http, 500, NULL, "the request was not answered");
+		}
+	}
+	http_finish(&rq.http);
+	/* One line per request; never bodies, code or tokens. */
+	log_info("%s %s %d %" PRId64 "ms%s%s REQUEST_ID=%s", rq.http.method,
+		 rq.match.route ? rq.match.route->name : "-", rq.http.status, now_ms() - start,
+		 rq.match.id[0] ? " SESSION_ID=" : "", rq.match.id, rq.http.request_id);
+	http_done(&rq.http);
+}
+
+/*
+ * Block until there is work (a new connection, or the next request on a kept
+ * one) or shutdown begins. Returns true for work.
+ */
+static bool wait_for_work(Worker *w)
+{
+	struct pollfd p[2] = {
+		{ .fd = w->req.ipcFd >= 0 ? w->req.ipcFd : w->app->listen_fd, .events = POLLIN },
+		{ .fd = w->app->stop_fd, .events = POLLIN },
+	};
+
+	for (;;) {
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			log_err("worker %u: poll: %m", w->id);
+			return false;
+		}
+		if (p[1].revents)
+			return false;
+		if (p[0].revents)
+			return true;
+	}
+}
+
+/* After an accept error that is not a lost race: do not spin, but wake for shutdown. */
+static void back_off(Worker *w)
+{
+	struct pollfd p = { .fd = w->app->stop_fd, .events = POLLIN };
+
+	poll(&p, 1, 100);
+}
+
+static void *worker_main(void *arg)
+{
+	Worker *w = arg;
+
+	while (wait_for_work(w)) {
+		/* The listener is non-blocking: a connection another thread took is -EAGAIN. */
+		int r = FCGX_Accept_r(&w->req);
+
+		if (r < 0) {
+			if (r != -EAGAIN && r != -EWOULDBLOCK && r != -EINTR) {
+				log_warn("worker %u: accept: %s", w->id,
+					 r > -4096 ? strerror(-r) : "libfcgi error");
+				back_off(w);
+			}
+			continue;
+		}
+		/* libfcgi accepts without SOCK_CLOEXEC. */
+		if (w->req.ipcFd >= 0)
+			(void)fcntl(w->req.ipcFd, F_SETFD, FD_CLOEXEC);
+		serve(w);
+		FCGX_Finish_r(&w->req);
+	}
+	if (w->req.ipcFd >= 0)
+		FCGX_Free(&w->req, 1);
+	return NULL;
+}
+
+/* Wait for SIGTERM or SIGINT (blocked by the caller in every thread). */
+static void wait_for_stop(void)
+{
+	sigset_t set;
+	int sig;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	while (sigwait(&set, &sig) != 0)
+		;
+	log_info("signal %d: finishing requests in flight, then exiting", sig);
+}
+
+int server_run(App *app)
+{
+	const PaddockConfig *cfg = app->cfg;
+	size_t n = (size_t)cfg->threads, started = 0;
+	_cleanup_free_ Worker *workers = calloc(n, sizeof(*workers));
+	uint64_t one = 1;
+	int r = 0;
+
+	if (!workers)
+		return -ENOMEM;
+	app->stop_fd = eventfd(0, EFD_CLOEXEC);
+	if (app->stop_fd < 0)
+		return -errno;
+	for (; started < n; started++) {
+		Worker *w = &workers[started];
+
+		w->app = app;
+		w->id = (unsigned)started;
+		r = sd_client_init(&w->sd, cfg->runtime_dir, cfg->exec_timeout_max + 120);
+		if (r < 0)
+			break;
+		FCGX_InitRequest(&w->req, app->listen_fd, 0);
+		r = -pthread_create(&w->thread, NULL, worker_main, w);
+		if (r < 0) {
+			sd_client_done(&w->sd);
+			break;
+		}
+	}
+	if (r < 0)
+		log_err("starting worker threads: %s", strerror(-r));
+	else
+		log_info("serving with %zu threads", n);
+	if (r == 0)
+		wait_for_stop();
+	/* Level-triggered and never read: every thread sees it, now and later. */
+	if (write(app->stop_fd, &one, sizeof(one)) < 0)
+		log_err("eventfd: %m");
+	for (size_t i = 0; i < started; i++) {
+		pthread_join(workers[i].thread, NULL);
+		sd_client_done(&workers[i].sd);
+	}
+	app->stop_fd = safe_close(app->stop_fd);
+	return r;
+}
