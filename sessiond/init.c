@@ -21,19 +21,19 @@
 #include "init_proto.h"
 #include "sandbox/init_steps.h"
 
-#define CTL_FD 3	/* our end of the control socket, from sandbox_spawn() */
-#define CTL_PARENT_FD 4 /* sessiond's end, kept so a restarted sessiond can take it back */
-#define SLOTS_MAX 64	/* live interpreters */
-#define OUTQ_MAX 256	/* messages waiting for sessiond to read */
+#define CTL_FD 3	 /* our end of the control socket, from sandbox_spawn() */
+#define CTL_PARENT_FD 4	 /* sessiond's end, kept so a restarted sessiond can take it back */
+#define SLOTS_MAX 64	 /* live interpreters */
+#define OUTQ_MAX 256	 /* messages waiting for sessiond to read */
 #define KILL_ROUNDS 5000 /* of 1 ms, for INIT_KILL with survivors to spare */
 
 /* One interpreter we started, with our copies of the fds sessiond got. */
 struct interp {
-	bool used;   /* slot taken */
-	bool exited; /* reaped; EXITED queued, fds closed once it is sent */
-	pid_t pid;   /* in our pid namespace */
+	bool used;    /* slot taken */
+	bool exited;  /* reaped; EXITED queued, fds closed once it is sent */
+	pid_t pid;    /* in our pid namespace */
 	uint32_t tag; /* sessiond's label */
-	int fds[4];  /* pidfd, control (sessiond's end), stdout and stderr read ends */
+	int fds[4];   /* pidfd, control (sessiond's end), stdout and stderr read ends */
 };
 
 /* A message waiting to be sent; slot >= 0 ties it to an interpreter. */
@@ -47,9 +47,9 @@ typedef struct Init {
 	struct interp slots[SLOTS_MAX];
 	struct pending outq[OUTQ_MAX]; /* ring */
 	size_t outq_head, outq_len;
-	int sfd;      /* signalfd for SIGCHLD */
-	int null_fd;  /* /dev/null, stdin of interpreters */
-	bool ctl_ok;  /* the control socket still works */
+	int sfd;     /* signalfd for SIGCHLD */
+	int null_fd; /* /dev/null, stdin of interpreters */
+	bool ctl_ok; /* the control socket still works */
 	char buf[INIT_MSG_MAX + 1];
 } Init;
 
@@ -429,7 +429,9 @@ static void handle_request(Init *in)
 		char buf[CMSG_SPACE(16 * sizeof(int))];
 	} cm;
 	struct iovec iov = { in->buf, INIT_MSG_MAX };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf,
+	struct msghdr mh = { .msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = cm.buf,
 			     .msg_controllen = sizeof(cm.buf) };
 	struct init_msg req;
 	ssize_t n;
@@ -466,24 +468,16 @@ static void handle_request(Init *in)
 	}
 	memcpy(&req, in->buf, sizeof(req));
 	switch (req.op) {
-	case INIT_SPAWN:
-		do_spawn(in, &req, in->buf + sizeof(req), in->buf + n);
-		break;
-	case INIT_KILL:
-		do_kill(in, &req);
-		break;
+	case INIT_SPAWN: do_spawn(in, &req, in->buf + sizeof(req), in->buf + n); break;
+	case INIT_KILL: do_kill(in, &req); break;
 	case INIT_PING: {
 		struct init_msg m = { .op = INIT_PONG, .seq = req.seq };
 
 		queue(in, &m, -1);
 		break;
 	}
-	case INIT_RESEND:
-		do_resend(in, &req);
-		break;
-	default:
-		reply_error(in, req.seq, EINVAL, INIT_STEP_OP);
-		break;
+	case INIT_RESEND: do_resend(in, &req); break;
+	default: reply_error(in, req.seq, EINVAL, INIT_STEP_OP); break;
 	}
 }
 
@@ -507,8 +501,9 @@ int main(void)
 	/* Nobody in the sandbox may ptrace us or open /proc/1/fd: we hold sessiond's end. */
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	if (getsockopt(CTL_FD, SOL_SOCKET, SO_TYPE, &type, &len) < 0 || type != SOCK_SEQPACKET) {
-		fprintf(stderr, "paddock-init: fd %d is not the control socket; "
-				"this program is started by paddock-sessiond\n",
+		fprintf(stderr,
+			"paddock-init: fd %d is not the control socket; "
+			"this program is started by paddock-sessiond\n",
 			CTL_FD);
 		return 2;
 	}

@@ -160,7 +160,7 @@ static unsigned v1_ctrls_of(const char *superopts)
 		const char *name;
 		unsigned bit;
 	} known[] = {
-		{ "memory", CG_MEMORY }, { "pids", CG_PIDS },	    { "cpu", CG_CPU },
+		{ "memory", CG_MEMORY },   { "pids", CG_PIDS },	      { "cpu", CG_CPU },
 		{ "cpuacct", CG_CPUACCT }, { "freezer", CG_FREEZER },
 	};
 	char buf[256];
@@ -337,8 +337,8 @@ int cgroup_env_setup(SandboxEnv *env, const char *cgroup_root)
 	if (env->v2)
 		return v2_setup(env, cgroup_root);
 
-	r = v1_find_hierarchies(env, cgroup_root && *cgroup_root ?
-					     cgroup_root_relative(cgroup_root) : "paddock");
+	r = v1_find_hierarchies(
+		env, cgroup_root && *cgroup_root ? cgroup_root_relative(cgroup_root) : "paddock");
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < env->n_hier; i++) {

@@ -20,12 +20,36 @@
  * Nothing that names users, holds secrets or configures services.
  */
 static const char *const etc_whitelist[] = {
-	"ld.so.cache",	 "ld.so.conf",	    "ld.so.conf.d",   "nsswitch.conf", "hosts",
-	"localtime",	 "timezone",	    "alternatives",   "ssl",	       "ca-certificates",
-	"ca-certificates.conf", "mime.types", "python3*",      "bash.bashrc",   "profile",
-	"inputrc",	 "os-release",	    "debian_version", "host.conf",     "resolv.conf",
-	"matplotlibrc",	 "fonts",	    "gai.conf",	      "protocols",     "services",
-	"locale.alias",	 "magic",	    "magic.mime",     "terminfo",      "environment",
+	"ld.so.cache",
+	"ld.so.conf",
+	"ld.so.conf.d",
+	"nsswitch.conf",
+	"hosts",
+	"localtime",
+	"timezone",
+	"alternatives",
+	"ssl",
+	"ca-certificates",
+	"ca-certificates.conf",
+	"mime.types",
+	"python3*",
+	"bash.bashrc",
+	"profile",
+	"inputrc",
+	"os-release",
+	"debian_version",
+	"host.conf",
+	"resolv.conf",
+	"matplotlibrc",
+	"fonts",
+	"gai.conf",
+	"protocols",
+	"services",
+	"locale.alias",
+	"magic",
+	"magic.mime",
+	"terminfo",
+	"environment",
 };
 
 /* Top-level host directories that merged-/usr makes symlinks into usr. */
@@ -248,8 +272,8 @@ int mount_etc_in_child(struct child_args *a)
 		return r;
 	if (symlink("../proc/self/mounts", "etc/mtab") < 0)
 		return -errno;
-	if (mount(NULL, "etc", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-		  NULL) < 0)
+	if (mount(NULL, "etc", NULL,
+		  MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
 		return -errno;
 	return 0;
 }
@@ -260,7 +284,7 @@ int mount_dev_in_child(struct child_args *a)
 		const char *name;
 		unsigned maj, min;
 	} nodes[] = {
-		{ "dev/null", 1, 3 },	 { "dev/zero", 1, 5 },	  { "dev/full", 1, 7 },
+		{ "dev/null", 1, 3 },	{ "dev/zero", 1, 5 },	 { "dev/full", 1, 7 },
 		{ "dev/random", 1, 8 }, { "dev/urandom", 1, 9 }, { "dev/tty", 5, 0 },
 	};
 	static const struct {
@@ -298,10 +322,16 @@ int mount_proc_in_child(struct child_args *a)
 {
 	/* Kernel interfaces the sandbox has no business reading or poking. */
 	static const char *const masked[] = {
-		"proc/kcore", "proc/keys", "proc/timer_list", "proc/sysrq-trigger",
+		"proc/kcore",
+		"proc/keys",
+		"proc/timer_list",
+		"proc/sysrq-trigger",
 	};
 	static const char *const readonly[] = {
-		"proc/sys", "proc/irq", "proc/bus", "proc/fs",
+		"proc/sys",
+		"proc/irq",
+		"proc/bus",
+		"proc/fs",
 	};
 	int r;
 
@@ -365,7 +395,8 @@ int mount_pivot_in_child(struct child_args *a)
 int mount_root_readonly_in_child(struct child_args *a)
 {
 	(void)a;
-	if (mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
+	if (mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) <
+	    0)
 		return -errno;
 	return 0;
 }

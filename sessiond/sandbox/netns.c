@@ -28,31 +28,19 @@ static inline void rtnl_link_putp(struct rtnl_link **p)
 static int errno_from_nle(int nle)
 {
 	switch (nle < 0 ? -nle : nle) {
-	case NLE_SUCCESS:
-		return 0;
-	case NLE_NOMEM:
-		return -ENOMEM;
-	case NLE_PERM:
-		return -EPERM;
-	case NLE_NOACCESS:
-		return -EACCES;
+	case NLE_SUCCESS: return 0;
+	case NLE_NOMEM: return -ENOMEM;
+	case NLE_PERM: return -EPERM;
+	case NLE_NOACCESS: return -EACCES;
 	case NLE_OBJ_NOTFOUND:
-	case NLE_NODEV:
-		return -ENODEV;
-	case NLE_EXIST:
-		return -EEXIST;
-	case NLE_BUSY:
-		return -EBUSY;
-	case NLE_INVAL:
-		return -EINVAL;
-	case NLE_OPNOTSUPP:
-		return -EOPNOTSUPP;
-	case NLE_AGAIN:
-		return -EAGAIN;
-	case NLE_BAD_SOCK:
-		return -EBADF;
-	default:
-		return -EIO;
+	case NLE_NODEV: return -ENODEV;
+	case NLE_EXIST: return -EEXIST;
+	case NLE_BUSY: return -EBUSY;
+	case NLE_INVAL: return -EINVAL;
+	case NLE_OPNOTSUPP: return -EOPNOTSUPP;
+	case NLE_AGAIN: return -EAGAIN;
+	case NLE_BAD_SOCK: return -EBADF;
+	default: return -EIO;
 	}
 }
 

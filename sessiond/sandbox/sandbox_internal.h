@@ -31,13 +31,13 @@ typedef struct CgroupHier {
 } CgroupHier;
 
 struct SandboxEnv {
-	char *state_dir;	      /* owned copy of cfg->state_dir */
-	char *lib_dir;		      /* owned copy of cfg->lib_dir */
-	char *root_dir;		      /* <state_dir>/root: empty mount point of every sandbox root */
-	char *workspaces_dir;	      /* <state_dir>/workspaces */
-	int init_fd;		      /* O_PATH fd of <lib_dir>/paddock-init */
-	int host_netns_fd;	      /* our own network namespace, to return to after setns */
-	bool v2;		      /* unified hierarchy */
+	char *state_dir;      /* owned copy of cfg->state_dir */
+	char *lib_dir;	      /* owned copy of cfg->lib_dir */
+	char *root_dir;	      /* <state_dir>/root: empty mount point of every sandbox root */
+	char *workspaces_dir; /* <state_dir>/workspaces */
+	int init_fd;	      /* O_PATH fd of <lib_dir>/paddock-init */
+	int host_netns_fd;    /* our own network namespace, to return to after setns */
+	bool v2;	      /* unified hierarchy */
 	CgroupHier hier[CGROUP_HIER_MAX]; /* v1: one per distinct hierarchy used */
 	size_t n_hier;
 };
@@ -100,9 +100,9 @@ struct etc_entry {
 
 /* A top-level directory of the host root (bin, lib, ...): a symlink into usr, or a directory. */
 struct root_link {
-	const char *name;     /* "bin", "lib", ... */
-	char target[128];     /* symlink target when is_link */
-	bool is_link;	      /* recreate as a symlink; otherwise bind the directory */
+	const char *name; /* "bin", "lib", ... */
+	char target[128]; /* symlink target when is_link */
+	bool is_link;	  /* recreate as a symlink; otherwise bind the directory */
 };
 
 /*
@@ -118,12 +118,12 @@ struct child_args {
 	uid_t uid;
 	gid_t gid;
 	SandboxLimits limits;
-	int cap_last;			   /* highest capability number the kernel knows */
-	const void *seccomp_prog;	   /* struct sock_fprog to install, or NULL (not yet built) */
-	char workspace[PATH_MAX];	   /* host path of the session's workspace */
-	char tmp_opts[64];		   /* mount options of /tmp */
-	char passwd[FILE_BUF_MAX];	   /* generated /etc/passwd */
-	char group[FILE_BUF_MAX];	   /* generated /etc/group */
+	int cap_last;		   /* highest capability number the kernel knows */
+	const void *seccomp_prog;  /* struct sock_fprog to install, or NULL (not yet built) */
+	char workspace[PATH_MAX];  /* host path of the session's workspace */
+	char tmp_opts[64];	   /* mount options of /tmp */
+	char passwd[FILE_BUF_MAX]; /* generated /etc/passwd */
+	char group[FILE_BUF_MAX];  /* generated /etc/group */
 	struct etc_entry etc[ETC_ENTRIES_MAX];
 	size_t n_etc;
 	struct root_link links[ROOT_LINKS_MAX];

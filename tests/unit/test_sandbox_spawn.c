@@ -13,6 +13,7 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -94,7 +95,9 @@ static int recv_msg(int ctl, struct init_msg *m, int fds[4], int *nfds)
 		char buf[CMSG_SPACE(8 * sizeof(int))];
 	} cm;
 	struct iovec iov = { m, sizeof(*m) };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf,
+	struct msghdr mh = { .msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = cm.buf,
 			     .msg_controllen = sizeof(cm.buf) };
 	struct pollfd p = { .fd = ctl, .events = POLLIN };
 	ssize_t n;
@@ -144,17 +147,16 @@ static int wait_for(int ctl, uint32_t op, uint32_t tag, struct init_msg *m, int 
 	return -ETIMEDOUT;
 }
 
-/* Start /bin/sh -c script in the sandbox; fds get pidfd, ctl, stdout, stderr. */
-static int spawn_sh(int ctl, uint32_t tag, const char *script, int fds[4], pid_t *pid)
+/* Start argv in the sandbox; fds get pidfd, ctl, stdout, stderr. */
+static int spawn_argv(int ctl, uint32_t tag, const char *const *argv, int fds[4], pid_t *pid)
 {
 	static const char env[] = "PATH=/usr/bin:/bin\0HOME=/workspace\0";
 	char blob[8192];
 	size_t len = 0;
 	struct init_msg m = { .op = INIT_SPAWN, .seq = tag, .tag = tag };
-	const char *argv[] = { "/bin/sh", "-c", script };
 	int r;
 
-	for (size_t i = 0; i < 3; i++) {
+	for (size_t i = 0; argv[i]; i++) {
 		size_t l = strlen(argv[i]) + 1;
 
 		if (len + l + sizeof(env) + 2 > sizeof(blob))
@@ -176,6 +178,13 @@ static int spawn_sh(int ctl, uint32_t tag, const char *script, int fds[4], pid_t
 		return -EBADMSG;
 	*pid = m.pid;
 	return 0;
+}
+
+static int spawn_sh(int ctl, uint32_t tag, const char *script, int fds[4], pid_t *pid)
+{
+	const char *argv[] = { "/bin/sh", "-c", script, NULL };
+
+	return spawn_argv(ctl, tag, argv, fds, pid);
 }
 
 static ssize_t read_all(int fd, char *buf, size_t len)
@@ -263,8 +272,8 @@ static long long memory_limit_of(pid_t pid)
 		*cg++ = '\0';
 		cg[strcspn(cg, "\n")] = '\0';
 		if (strcmp(ctrl + 1, "memory") == 0) {
-			snprintf(file, sizeof(file), "/sys/fs/cgroup/memory%s/memory.limit_in_bytes",
-				 cg);
+			snprintf(file, sizeof(file),
+				 "/sys/fs/cgroup/memory%s/memory.limit_in_bytes", cg);
 			break;
 		}
 		if (strncmp(line, "0", 1) == 0 && ctrl[1] == '\0' && !file[0])
@@ -356,6 +365,80 @@ static void probe(Sandbox *sb, uid_t uid)
 	CHECK(has_line(out, "stdin="), "stdin is /dev/null");
 }
 
+/* INIT_RESEND then PING: every live interpreter comes again with its fds, before the PONG. */
+static void resend_test(Sandbox *sb, pid_t a, pid_t b)
+{
+	struct init_msg m = { .op = INIT_RESEND, .seq = 40 };
+	int seen = 0;
+
+	CHECK(send_req(sb->ctl_fd, &m, NULL, 0) == 0, "send RESEND");
+	m = (struct init_msg){ .op = INIT_PING, .seq = 41 };
+	CHECK(send_req(sb->ctl_fd, &m, NULL, 0) == 0, "send PING");
+	for (;;) {
+		int fds[4], nfds, r = recv_msg(sb->ctl_fd, &m, fds, &nfds);
+
+		if (r < 0 || m.op == INIT_PONG)
+			break;
+		if (m.op == INIT_SPAWNED && m.seq == 40 && nfds == 4 &&
+		    ((m.pid == a && m.tag == 21) || (m.pid == b && m.tag == 22)))
+			seen++;
+		for (int i = 0; i < nfds; i++)
+			close(fds[i]);
+	}
+	CHECK(seen == 2, "RESEND re-sent %d of 2 interpreters", seen);
+}
+
+/* What a restarted sessiond does: take its end of the control socket back from init. */
+static void readopt_test(Sandbox *sb)
+{
+	int fd = syscall(SYS_pidfd_getfd, sb->pidfd, sb->ctl_fd_in_init, 0);
+	struct init_msg m = { .op = INIT_PING, .seq = 99 };
+	int r;
+
+	CHECK(fd >= 0, "pidfd_getfd: %s", strerror(errno));
+	if (fd < 0)
+		return;
+	CHECK(send_req(fd, &m, NULL, 0) == 0, "PING on the recovered fd");
+	r = wait_for(fd, INIT_PONG, 0, &m, NULL);
+	CHECK(r >= 0 && m.seq == 99, "PONG on the recovered fd");
+	close(fd);
+}
+
+/* Bad requests get INIT_ERROR; a failed exec is an exit with 127 and a word on stderr. */
+static void error_test(Sandbox *sb)
+{
+	static const char bad_blob[] = { 'x', 'y' }; /* no NUL */
+	const char *argv[] = { "/nonexistent", NULL };
+	struct init_msg m = { .op = 77, .seq = 2 };
+	int fds[4] = { -1, -1, -1, -1 };
+	char err[256];
+	pid_t pid;
+	int r;
+
+	CHECK(send_req(sb->ctl_fd, &m, NULL, 0) == 0, "send bad op");
+	r = wait_for(sb->ctl_fd, INIT_ERROR, 0, &m, NULL);
+	CHECK(r >= 0 && m.seq == 2 && m.status == EINVAL, "bad op gets INIT_ERROR");
+
+	m = (struct init_msg){ .op = INIT_SPAWN, .seq = 3 };
+	CHECK(send_req(sb->ctl_fd, &m, bad_blob, sizeof(bad_blob)) == 0, "send bad blob");
+	r = wait_for(sb->ctl_fd, INIT_ERROR, 0, &m, NULL);
+	CHECK(r >= 0 && m.seq == 3 && m.status == EINVAL, "bad blob gets INIT_ERROR");
+
+	CHECK(send(sb->ctl_fd, "hi", 2, 0) == 2, "send short datagram");
+	r = wait_for(sb->ctl_fd, INIT_ERROR, 0, &m, NULL);
+	CHECK(r >= 0 && m.status == EINVAL, "short datagram gets INIT_ERROR");
+
+	r = spawn_argv(sb->ctl_fd, 9, argv, fds, &pid);
+	CHECK(r == 0, "spawn of a missing program still forks: %s", strerror(-r));
+	if (r < 0)
+		return;
+	CHECK(read_all(fds[3], err, sizeof(err)) > 0 && strstr(err, "/nonexistent"),
+	      "exec error on stderr");
+	r = wait_for(sb->ctl_fd, INIT_EXITED, 9, &m, NULL);
+	CHECK(r >= 0 && WIFEXITED(m.status) && WEXITSTATUS(m.status) == 127, "exit 127");
+	close_fds(fds);
+}
+
 static void kill_test(SandboxEnv *env, Sandbox *sb)
 {
 	int kept[4] = { -1, -1, -1, -1 }, other[4] = { -1, -1, -1, -1 };
@@ -375,10 +458,12 @@ static void kill_test(SandboxEnv *env, Sandbox *sb)
 	/* The background sleep exists once the shell says so. */
 	{
 		struct pollfd p = { .fd = other[2], .events = POLLIN };
-		ssize_t n = poll(&p, 1, TIMEOUT_MS) == 1 ? read(other[2], line, sizeof(line) - 1) : -1;
+		ssize_t n =
+			poll(&p, 1, TIMEOUT_MS) == 1 ? read(other[2], line, sizeof(line) - 1) : -1;
 
 		CHECK(n > 0 && strncmp(line, "started", 7) == 0, "background sleep started");
 	}
+	resend_test(sb, kept_pid, other_pid);
 	CHECK(sandbox_usage(env, ID, &u) == 0 && u.pids_current == 4,
 	      "pids.current before kill: %llu", (unsigned long long)u.pids_current);
 
@@ -498,6 +583,15 @@ int main(void)
 
 	CHECK(workspace_create(env, "../x", uid, uid, 1 << 20) == -EINVAL, "bad id refused");
 	CHECK(sandbox_spawn(env, "a/b", uid, uid, &lim, &sb) == -EINVAL, "bad id refused");
+	/* A failed spawn (no workspace to bind) says where and leaves no cgroup. */
+	r = sandbox_spawn(env, "nows", uid, uid, &lim, &sb);
+	CHECK(r == -ENOENT && strstr(sandbox_last_error(), "/workspace"),
+	      "spawn without workspace: %d %s", r, sandbox_last_error());
+	r = sandbox_list_leftovers(env, &ids, &n_ids);
+	CHECK(r == 0 && n_ids == 0, "failed spawn left %zu ids", n_ids);
+	free(ids);
+	ids = NULL;
+
 	r = workspace_create(env, ID, uid, uid, lim.workspace_bytes);
 	if (r < 0)
 		die("workspace_create", r);
@@ -519,10 +613,8 @@ int main(void)
 	r = wait_for(sb.ctl_fd, INIT_PONG, 0, &m, NULL);
 	CHECK(r >= 0 && m.seq == 1, "PONG");
 
-	m = (struct init_msg){ .op = 77, .seq = 2 };
-	CHECK(send_req(sb.ctl_fd, &m, NULL, 0) == 0, "send bad op");
-	r = wait_for(sb.ctl_fd, INIT_ERROR, 0, &m, NULL);
-	CHECK(r >= 0 && m.seq == 2 && m.status == EINVAL, "bad op gets INIT_ERROR");
+	error_test(&sb);
+	readopt_test(&sb);
 
 	CHECK(lo_up(sb.pidfd), "lo is up in the sandbox's netns");
 	CHECK(memory_limit_of(sb.pid) == MEMORY_BYTES, "memory limit reads back %lld",
