@@ -1,0 +1,285 @@
+# SPDX-License-Identifier: MIT
+"""CreateSession, DestroySession, the session cap, reclaim, authentication and tenancy."""
+
+import re
+import time
+
+import pytest
+
+import paddock_stack as ps
+
+SID_RE = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def handle_ok(r):
+    assert r.status_code == 201, f"{r.status_code} {r.text[:300]}"
+    return r.parsed
+
+
+def test_create_without_body(client, stack):
+    before = time.time()
+    h = handle_ok(client.create())
+    sid = h["session_id"]
+    assert SID_RE.match(sid), sid
+    # Routable by node prefix, and at least 96 random bits after it.
+    assert sid.startswith(stack.node_name + "-"), (sid, stack.node_name)
+    assert len(sid) - len(stack.node_name) - 1 >= 16, sid
+    for k in ("created_at", "last_activity_at"):
+        assert isinstance(h.get(k), (int, float)), h
+        assert before - 5 <= h[k] <= time.time() + 5, (k, h[k])
+    assert h["idle_timeout_seconds"] == 600, h  # idle_timeout_default
+    assert h["max_lifetime_seconds"] == 3600, h  # lifetime_default
+    assert client.run(sid, "print(1)").stdout == "1\n"
+    assert client.destroy(sid).status_code == 204
+
+
+def test_create_with_empty_object_and_empty_json_body(client):
+    for kw in ({"json": {}}, {"data": b"", "headers": {"Content-Type": "application/json"}}):
+        r = client.request("POST", "/sessions", **kw)
+        h = handle_ok(r)
+        client.stack.session_ids.add(h["session_id"])
+        assert client.destroy(h["session_id"]).status_code == 204
+
+
+def test_session_ids_are_unique(client):
+    ids = [client.new_session() for _ in range(5)]
+    assert len(set(ids)) == 5
+    for s in ids:
+        assert client.destroy(s).status_code == 204
+
+
+def test_hints_below_the_ceilings_are_kept(client):
+    h = handle_ok(client.create({"idle_timeout_seconds": 120, "max_lifetime_seconds": 300}))
+    assert h["idle_timeout_seconds"] == 120 and h["max_lifetime_seconds"] == 300, h
+    client.destroy(h["session_id"])
+
+
+def test_hints_above_the_ceilings_are_clamped_and_reported(client):
+    h = handle_ok(client.create({"idle_timeout_seconds": 10**7, "max_lifetime_seconds": 10**8}))
+    assert h["idle_timeout_seconds"] == 3600, h  # idle_timeout_max
+    assert h["max_lifetime_seconds"] == 86400, h  # lifetime_max
+    client.destroy(h["session_id"])
+
+
+def test_null_hints_and_unknown_fields_take_the_defaults(client):
+    h = handle_ok(client.create({"idle_timeout_seconds": None, "max_lifetime_seconds": None,
+                                 "image": None, "some_future_field": {"x": 1}}))
+    assert h["idle_timeout_seconds"] == 600 and h["max_lifetime_seconds"] == 3600, h
+    client.destroy(h["session_id"])
+
+
+@pytest.mark.parametrize("image", ["python:3.12-slim", "no-such-profile-" + "x" * 100, ""])
+def test_image_hint_is_ignored_not_refused(client, image):
+    h = handle_ok(client.create({"image": image}))
+    assert client.run(h["session_id"], "print('ok')").stdout == "ok\n"
+    client.destroy(h["session_id"])
+
+
+def test_destroy_then_every_route_is_404(client):
+    sid = client.new_session()
+    client.run(sid, "open('f.txt', 'w').write('x')")
+    r = client.destroy(sid)
+    assert r.status_code == 204 and r.content == b""
+    assert client.exec(sid, "code_execution", {"code": "print(1)"}).status_code == 404
+    assert client.exec(sid, "bash_code_execution", {"command": "true"}).status_code == 404
+    assert client.list_files(sid).status_code == 404
+    assert client.get_file(sid, "f.txt").status_code == 404
+    assert client.put_file(sid, b"x", path="g.txt").status_code == 404
+    # Destroying again, or an id never issued: 204, it is already gone.
+    assert client.destroy(sid).status_code == 204
+    assert client.destroy("nosuchnode-AAAAAAAAAAAAAAAAAAAAAA").status_code == 204
+
+
+def test_unknown_session_is_404_on_every_route(client, stack):
+    ghost = stack.node_name + "-AAAAAAAAAAAAAAAAAAAAAA"
+    assert client.exec(ghost, "code_execution", {"code": "print(1)"}).status_code == 404
+    assert client.list_files(ghost).status_code == 404
+    assert client.get_file(ghost, "x").status_code == 404
+    assert client.put_file(ghost, b"x", path="x").status_code == 404
+
+
+def test_sessions_are_isolated_from_each_other(client):
+    a, b = client.new_session(), client.new_session()
+    client.run(a, "secret = 'a-only'\nopen('mine.txt', 'w').write('a')")
+    r = client.run(b, "print('secret' in globals())\nimport os\nprint(os.path.exists('mine.txt'))")
+    assert r.stdout == "False\nFalse\n", r
+    assert client.get_file(b, "mine.txt").status_code == 404
+    for s in (a, b):
+        client.destroy(s)
+
+
+def test_destroy_kills_the_session_processes(client, stack):
+    sid = client.new_session()
+    client.bash(sid, "setsid sleep 300 >/dev/null 2>&1 < /dev/null & echo started")
+    assert client.destroy(sid).status_code == 204
+    ps.wait_for(lambda: not ps.processes_in_cgroups_matching([sid]), 15,
+                "the session's processes to be gone after DestroySession")
+    ps.wait_for(lambda: not ps.cgroups_matching([sid]), 15, "the session's cgroups to be removed")
+
+
+# --- the session cap: a stack with max_sessions = 2 -------------------------------
+
+def test_session_cap_answers_503_with_retry_after(stacks):
+    st = stacks.get("cap", {"PADDOCK_MAX_SESSIONS": "2", "PADDOCK_RETRY_AFTER_SECONDS": "7"})
+    c = ps.Client(st)
+    a, b = c.new_session(), c.new_session()
+    r = c.create()
+    assert r.status_code == 503, f"{r.status_code} {r.text[:300]}"
+    assert r.headers.get("Retry-After") == "7", dict(r.headers)
+    # The sessions in place still work, and a slot freed is a slot usable.
+    assert c.run(a, "print(2)").stdout == "2\n"
+    assert c.destroy(b).status_code == 204
+    b2 = c.new_session()
+    assert c.create().status_code == 503
+    for s in (a, b2):
+        c.destroy(s)
+
+
+def test_two_stacks_side_by_side_do_not_disturb_each_other(client, stacks):
+    sid = client.new_session()
+    client.run(sid, "kept = 41")
+    # Starting another sessiond on the same machine must leave this one's sessions alone.
+    other = ps.Client(stacks.get("neighbour", {"PADDOCK_MAX_SESSIONS": "4"}))
+    osid = other.new_session()
+    assert other.run(osid, "print('other')").stdout == "other\n"
+    assert client.run(sid, "print(kept + 1)").stdout == "42\n"
+    other.destroy(osid)
+    client.destroy(sid)
+
+
+# --- reclaim: a stack that checks often -----------------------------------------
+
+RECLAIM_ENV = {"PADDOCK_RECLAIM_INTERVAL_MS": "100"}
+
+
+def gone(c, sid):
+    return c.list_files(sid).status_code == 404
+
+
+def test_idle_session_is_reclaimed(stacks):
+    st = stacks.get("reclaim", RECLAIM_ENV)
+    c = ps.Client(st)
+    h = handle_ok(c.create({"idle_timeout_seconds": 1}))
+    sid = h["session_id"]
+    st.session_ids.add(sid)
+    assert h["idle_timeout_seconds"] == 1, h
+    c.run(sid, "x = 1")
+    ps.wait_for(lambda: gone(c, sid), 15, "the idle session to be reclaimed")
+    assert c.exec(sid, "code_execution", {"code": "print(x)"}).status_code == 404
+    ps.wait_for(lambda: not ps.cgroups_matching([sid]), 15, "the reclaimed session's cgroups to go")
+
+
+def test_activity_keeps_a_session_alive_past_its_idle_timeout(stacks):
+    st = stacks.get("reclaim", RECLAIM_ENV)
+    c = ps.Client(st)
+    sid = handle_ok(c.create({"idle_timeout_seconds": 2}))["session_id"]
+    st.session_ids.add(sid)
+    end = time.monotonic() + 4
+    n = 0
+    while time.monotonic() < end:
+        n += 1
+        assert c.run(sid, f"v = {n}").rc == 0
+    assert c.run(sid, "print(v)").stdout == f"{n}\n"
+    ps.wait_for(lambda: gone(c, sid), 15, "the session to be reclaimed once idle")
+
+
+def test_lifetime_ends_a_busy_session(stacks):
+    st = stacks.get("reclaim", RECLAIM_ENV)
+    c = ps.Client(st)
+    start = time.monotonic()
+    h = handle_ok(c.create({"idle_timeout_seconds": 60, "max_lifetime_seconds": 2}))
+    sid = h["session_id"]
+    assert h["max_lifetime_seconds"] == 2, h
+    st.session_ids.add(sid)
+    deadline = start + 15
+    while True:
+        r = c.exec(sid, "code_execution", {"code": "print(1)"})
+        if r.status_code == 404:
+            break
+        assert r.status_code == 200, r.text[:300]
+        assert time.monotonic() < deadline, "a session outlived max_lifetime_seconds by 13 s"
+    assert time.monotonic() - start >= 1.5, "reclaimed before its lifetime"
+
+
+# --- authentication: a stack with tokens -------------------------------------------
+
+AUTH_ENV = {"PADDOCK_AUTH_TOKENS": "tok-alpha-123,tok-beta-456"}
+
+
+def every_route(c, sid):
+    yield "create", c.create()
+    yield "exec", c.exec(sid, "code_execution", {"code": "print(1)"})
+    yield "list", c.list_files(sid)
+    yield "get", c.get_file(sid, "x")
+    yield "put", c.put_file(sid, b"x", path="x")
+    yield "destroy", c.destroy(sid)
+
+
+def test_auth_required_on_every_route(stacks):
+    st = stacks.get("auth", AUTH_ENV)
+    good = ps.Client(st, token="tok-alpha-123")
+    sid = good.new_session()
+    for creds in (None, "Bearer", "Bearer ", "Bearer tok-alpha", "Bearer tok-alpha-1234",
+                  "Bearer TOK-ALPHA-123", "Basic dG9rLWFscGhhLTEyMzo=", "tok-alpha-123",
+                  "Bearer tok-alpha-123,tok-beta-456"):
+        c = ps.Client(st, headers={"Authorization": creds} if creds is not None else None)
+        for name, r in every_route(c, sid):
+            assert r.status_code == 401, f"{name} with {creds!r}: {r.status_code} {r.text[:200]}"
+    # The session was not touched by any of that.
+    assert good.run(sid, "print('still here')").stdout == "still here\n"
+    assert good.destroy(sid).status_code == 204
+
+
+def test_any_configured_token_passes(stacks):
+    st = stacks.get("auth", AUTH_ENV)
+    for tok in ("tok-alpha-123", "tok-beta-456"):
+        c = ps.Client(st, token=tok)
+        sid = c.new_session()
+        assert c.run(sid, "print(3)").stdout == "3\n"
+        assert c.put_file(sid, b"abc", path="a.txt").status_code == 201
+        assert c.list_files(sid).status_code == 200
+        assert c.get_file(sid, "a.txt").content == b"abc"
+        assert c.destroy(sid).status_code == 204
+
+
+# --- tenancy -------------------------------------------------------------------------
+# nginx drops the client's X-Paddock-Tenant (the front door sets it). The tenancy
+# logic itself is tested on a stack whose tenant header is one nginx passes through.
+
+TENANT_ENV = {"PADDOCK_TENANT_HEADER": "X-Test-Tenant", "PADDOCK_REQUIRE_TENANT": "true"}
+
+
+def test_sessions_are_invisible_across_tenants(stacks):
+    st = stacks.get("tenant", TENANT_ENV)
+    a = ps.Client(st, headers={"X-Test-Tenant": "acme"})
+    b = ps.Client(st, headers={"X-Test-Tenant": "globex"})
+    sid = a.new_session()
+    a.run(sid, "v = 'acme'\nopen('t.txt', 'w').write('acme data')")
+    assert b.exec(sid, "code_execution", {"code": "print(v)"}).status_code == 404
+    assert b.list_files(sid).status_code == 404
+    assert b.get_file(sid, "t.txt").status_code == 404
+    assert b.put_file(sid, b"overwrite", path="t.txt").status_code == 404
+    assert b.destroy(sid).status_code == 204  # nothing to say, and nothing done:
+    assert a.run(sid, "print(v, open('t.txt').read())").stdout == "acme acme data\n"
+    assert a.destroy(sid).status_code == 204
+
+
+def test_require_tenant_fails_closed_without_the_header(stacks):
+    st = stacks.get("tenant", TENANT_ENV)
+    a = ps.Client(st, headers={"X-Test-Tenant": "acme"})
+    sid = a.new_session()
+    anon = ps.Client(st)
+    for name, r in every_route(anon, sid):
+        assert r.status_code == 401, f"{name} without a tenant: {r.status_code} {r.text[:200]}"
+    empty = ps.Client(st, headers={"X-Test-Tenant": ""})
+    assert empty.create().status_code == 401
+    assert a.run(sid, "print(1)").stdout == "1\n"
+    a.destroy(sid)
+
+
+def test_nginx_strips_the_tenant_header_clients_send(stacks):
+    st = stacks.get("tenant-default-header", {"PADDOCK_REQUIRE_TENANT": "true"})
+    c = ps.Client(st, headers={"X-Paddock-Tenant": "acme"})
+    r = c.create()
+    assert r.status_code == 401, (
+        f"a client-sent X-Paddock-Tenant reached the worker: {r.status_code} {r.text[:200]}")
