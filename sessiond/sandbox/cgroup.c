@@ -234,9 +234,37 @@ static int v2_own_cgroup(char *buf, size_t len)
 	return -ENOENT;
 }
 
-static int v2_enable_controllers(const char *dir)
+/*
+ * Hand dir's children the controllers we use that dir has. memory and pids are
+ * required; cpu is used when present. *ctrls says what the children will have.
+ */
+static int v2_enable_controllers(const char *dir, unsigned *ctrls)
 {
-	return cg_write(dir, "cgroup.subtree_control", "+memory +pids +cpu");
+	char avail[512], req[64];
+	char *save = NULL;
+	unsigned have = 0;
+	int r;
+
+	r = cg_read(dir, "cgroup.controllers", avail, sizeof(avail));
+	if (r < 0)
+		return r;
+	for (char *c = strtok_r(avail, " \n", &save); c; c = strtok_r(NULL, " \n", &save)) {
+		if (strcmp(c, "memory") == 0)
+			have |= CG_MEMORY;
+		else if (strcmp(c, "pids") == 0)
+			have |= CG_PIDS;
+		else if (strcmp(c, "cpu") == 0)
+			have |= CG_CPU;
+	}
+	if ((have & (CG_MEMORY | CG_PIDS)) != (CG_MEMORY | CG_PIDS))
+		return -EOPNOTSUPP;
+	snprintf(req, sizeof(req), "+memory +pids%s", (have & CG_CPU) ? " +cpu" : "");
+	r = cg_write(dir, "cgroup.subtree_control", req);
+	if (r < 0)
+		return r;
+	/* cpu.stat, read for usage, exists with or without the cpu controller */
+	*ctrls = have | CG_CPUACCT;
+	return 0;
 }
 
 static int v2_setup(SandboxEnv *env, const char *cgroup_root)
@@ -248,7 +276,6 @@ static int v2_setup(SandboxEnv *env, const char *cgroup_root)
 	h->mount = strdup(CGROUP_ROOT);
 	if (!h->mount)
 		return -ENOMEM;
-	h->ctrls = CG_MEMORY | CG_PIDS | CG_CPU | CG_CPUACCT;
 	env->n_hier = 1;
 
 	if (cgroup_root && *cgroup_root) {
@@ -258,7 +285,7 @@ static int v2_setup(SandboxEnv *env, const char *cgroup_root)
 			return -ENOMEM;
 		r = mkdir_p(h->parent, 0755);
 		if (r >= 0)
-			r = v2_enable_controllers(h->parent);
+			r = v2_enable_controllers(h->parent, &h->ctrls);
 		if (r < 0)
 			sandbox_set_error("cgroup v2: preparing %s: %s", h->parent, strerror(-r));
 		return r;
@@ -304,19 +331,22 @@ static int v2_setup(SandboxEnv *env, const char *cgroup_root)
 			sandbox_set_error("cgroup v2: moving into %s: %s", sup, strerror(-r));
 			return r;
 		}
-		r = v2_enable_controllers(own_dir);
+		r = v2_enable_controllers(own_dir, &h->ctrls);
 		if (r < 0) {
 			sandbox_set_error("cgroup v2: enabling controllers in %s: %s", own_dir,
 					  strerror(-r));
 			return r;
 		}
+	} else {
+		/* The (namespace) root may hold processes; it usually delegates already. */
+		(void)v2_enable_controllers(own_dir, &h->ctrls);
 	}
 	if (mkdir(h->parent, 0755) < 0 && errno != EEXIST) {
 		r = -errno;
 		sandbox_set_error("cgroup v2: mkdir %s: %s", h->parent, strerror(errno));
 		return r;
 	}
-	r = v2_enable_controllers(h->parent);
+	r = v2_enable_controllers(h->parent, &h->ctrls);
 	if (r < 0)
 		sandbox_set_error("cgroup v2: enabling controllers in %s: %s", h->parent,
 				  strerror(-r));
@@ -361,7 +391,7 @@ void cgroup_env_clear(SandboxEnv *env)
 	env->n_hier = 0;
 }
 
-static int cgroup_limits_v2(const char *dir, const SandboxLimits *l)
+static int cgroup_limits_v2(const CgroupHier *h, const char *dir, const SandboxLimits *l)
 {
 	char cpu[64];
 	int r;
@@ -376,6 +406,8 @@ static int cgroup_limits_v2(const char *dir, const SandboxLimits *l)
 	r = cg_write_i64(dir, "pids.max", l->pids);
 	if (r < 0)
 		return r;
+	if (!(h->ctrls & CG_CPU))
+		return 0;
 	snprintf(cpu, sizeof(cpu), "%" PRId64 " 100000", l->cpu_percent * 1000);
 	return cg_write(dir, "cpu.max", cpu);
 }
@@ -426,7 +458,7 @@ int cgroup_create_from_parent(const SandboxEnv *env, const char *id, const Sandb
 			sandbox_set_error("mkdir %s: %s", dir, strerror(errno));
 			break;
 		}
-		r = env->v2 ? cgroup_limits_v2(dir, limits) : cgroup_limits_v1(h, dir, limits);
+		r = env->v2 ? cgroup_limits_v2(h, dir, limits) : cgroup_limits_v1(h, dir, limits);
 		if (r < 0) {
 			sandbox_set_error("setting limits in %s: %s", dir, strerror(-r));
 			made++; /* this one exists too */

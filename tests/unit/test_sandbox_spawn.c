@@ -317,7 +317,7 @@ static void kill_and_reap(Sandbox *sb)
 	close(pidfd);
 }
 
-static void probe(Sandbox *sb, uid_t uid)
+static void probe(Sandbox *sb, uid_t uid, int64_t nofile)
 {
 	static const char script[] =
 		"echo uid=$(id -u); echo user=$(id -un);"
@@ -329,7 +329,19 @@ static void probe(Sandbox *sb, uid_t uid)
 		"if touch /tmp/probe; then echo tmp=rw; else echo tmp=ro; fi;"
 		"if [ -e /etc/shadow ]; then echo shadow=present; else echo shadow=absent; fi;"
 		"echo pid=$$; echo host=$(cat /proc/sys/kernel/hostname); echo cwd=$(pwd);"
-		"echo stdin=$(cat)";
+		"echo stdin=$(cat);"
+		"if echo x >/dev/null; then echo devnull=ok; fi;"
+		"echo urandom=$(head -c 4 /dev/urandom | wc -c);"
+		"if touch /dev/shm/probe; then echo shm=rw; fi;"
+		"if touch /dev/probe 2>/dev/null; then echo dev=rw; else echo dev=ro; fi;"
+		"if touch /etc/probe 2>/dev/null; then echo etc=rw; else echo etc=ro; fi;"
+		"if [ -c /proc/keys ]; then echo keys=masked; fi;"
+		"if echo 1 >/proc/sys/kernel/hostname 2>/dev/null; then echo procsys=rw; "
+		"else echo procsys=ro; fi;"
+		"grep -q ' /workspace .*nosuid,nodev' /proc/self/mountinfo && echo ws_flags=ok;"
+		"grep -q ' /tmp .*nosuid,nodev' /proc/self/mountinfo && echo tmp_flags=ok;"
+		"echo nofile=$(ulimit -n); echo core=$(ulimit -c);"
+		"echo mounts=$(wc -l </proc/self/mountinfo)";
 	char out[8192], want[64];
 	int fds[4] = { -1, -1, -1, -1 };
 	struct init_msg m;
@@ -363,6 +375,18 @@ static void probe(Sandbox *sb, uid_t uid)
 	CHECK(has_line(out, "host=sandbox"), "hostname");
 	CHECK(has_line(out, "cwd=/workspace"), "cwd");
 	CHECK(has_line(out, "stdin="), "stdin is /dev/null");
+	CHECK(has_line(out, "devnull=ok"), "/dev/null writable");
+	CHECK(has_line(out, "urandom=4"), "/dev/urandom readable");
+	CHECK(has_line(out, "shm=rw"), "/dev/shm writable");
+	CHECK(has_line(out, "dev=ro"), "/dev read-only");
+	CHECK(has_line(out, "etc=ro"), "/etc read-only");
+	CHECK(has_line(out, "keys=masked"), "/proc/keys masked");
+	CHECK(has_line(out, "procsys=ro"), "/proc/sys read-only");
+	CHECK(has_line(out, "ws_flags=ok"), "/workspace nosuid,nodev");
+	CHECK(has_line(out, "tmp_flags=ok"), "/tmp nosuid,nodev");
+	CHECK(has_line(out, "core=0"), "no core dumps");
+	snprintf(want, sizeof(want), "nofile=%lld", (long long)nofile);
+	CHECK(has_line(out, want), "want %s", want);
 }
 
 /* INIT_RESEND then PING: every live interpreter comes again with its fds, before the PONG. */
@@ -527,10 +551,32 @@ static void timing(SandboxEnv *env, const SandboxLimits *lim, uid_t uid)
 	       pong[SPAWN_RUNS / 2]);
 }
 
+/* Leave nothing behind on the machine: our cgroup parents and the state dir. */
+static void cleanup_host(const char *state, const char *cgroot)
+{
+	char path[4200];
+	glob_t g;
+
+	snprintf(path, sizeof(path), "/sys/fs/cgroup/*/%s", cgroot);
+	if (glob(path, 0, NULL, &g) == 0) {
+		for (size_t i = 0; i < g.gl_pathc; i++)
+			CHECK(rmdir(g.gl_pathv[i]) == 0, "rmdir %s: %s", g.gl_pathv[i],
+			      strerror(errno));
+		globfree(&g);
+	}
+	snprintf(path, sizeof(path), "/sys/fs/cgroup/%s", cgroot);
+	rmdir(path);
+	snprintf(path, sizeof(path), "%s/root", state);
+	CHECK(rmdir(path) == 0 || errno == ENOENT, "rmdir %s: %s", path, strerror(errno));
+	snprintf(path, sizeof(path), "%s/workspaces", state);
+	CHECK(rmdir(path) == 0 || errno == ENOENT, "rmdir %s: %s", path, strerror(errno));
+	CHECK(rmdir(state) == 0, "rmdir %s: %s", state, strerror(errno));
+}
+
 int main(void)
 {
 	char state[] = "/tmp/paddock-sandbox-test-XXXXXX";
-	char cgroot[64], err[256], path[4096], root[4200], wsdir[4200];
+	char cgroot[64], err[256], path[4096], wsdir[4200];
 	PaddockConfig cfg = { 0 };
 	SandboxEnv *env = NULL;
 	SandboxLimits lim;
@@ -540,7 +586,6 @@ int main(void)
 	char **ids = NULL;
 	size_t n_ids = 0;
 	const char *lib = getenv("PADDOCK_LIB_DIR");
-	glob_t g;
 	uid_t uid;
 	int r;
 
@@ -567,6 +612,11 @@ int main(void)
 		return 1;
 	}
 	r = sandbox_env_new(&cfg, &env);
+	if (r == -EOPNOTSUPP) {
+		printf("SKIP: %s\n", sandbox_last_error());
+		cleanup_host(state, cgroot);
+		return 77;
+	}
 	if (r < 0)
 		die("sandbox_env_new", r);
 	printf("cgroup %s\n", sandbox_env_cgroup_version(env));
@@ -620,7 +670,7 @@ int main(void)
 	CHECK(memory_limit_of(sb.pid) == MEMORY_BYTES, "memory limit reads back %lld",
 	      memory_limit_of(sb.pid));
 
-	probe(&sb, uid);
+	probe(&sb, uid, lim.nofile);
 	kill_test(env, &sb);
 
 	kill_and_reap(&sb);
@@ -645,21 +695,7 @@ int main(void)
 	sandbox_env_free(env);
 	config_free(&cfg);
 
-	/* Leave nothing behind on the machine. */
-	snprintf(path, sizeof(path), "/sys/fs/cgroup/*/%s", cgroot);
-	if (glob(path, 0, NULL, &g) == 0) {
-		for (size_t i = 0; i < g.gl_pathc; i++)
-			CHECK(rmdir(g.gl_pathv[i]) == 0, "rmdir %s: %s", g.gl_pathv[i],
-			      strerror(errno));
-		globfree(&g);
-	}
-	snprintf(path, sizeof(path), "/sys/fs/cgroup/%s", cgroot);
-	rmdir(path);
-	snprintf(root, sizeof(root), "%s/root", state);
-	CHECK(rmdir(root) == 0, "rmdir %s: %s", root, strerror(errno));
-	snprintf(root, sizeof(root), "%s/workspaces", state);
-	CHECK(rmdir(root) == 0, "rmdir %s: %s", root, strerror(errno));
-	CHECK(rmdir(state) == 0, "rmdir %s: %s", state, strerror(errno));
+	cleanup_host(state, cgroot);
 
 	if (failures) {
 		fprintf(stderr, "%d check(s) failed\n", failures);
