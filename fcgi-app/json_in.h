@@ -10,10 +10,13 @@
 
 #include "cleanup.h"
 
+/* Drop a reference and clear the pointer, so a cleanup that runs later does nothing. */
 static inline void json_putp(json_object **o)
 {
-	if (*o)
+	if (*o) {
 		json_object_put(*o);
+		*o = NULL;
+	}
 }
 #define _cleanup_json_ _cleanup_(json_putp)
 

@@ -387,8 +387,17 @@ static json_object *render_exec(const struct tool *tool, const char *tool_use_id
 	char type[64];
 	int64_t n;
 
-	if (!out || json_set(out, "result_block", block) < 0 ||
-	    json_set(block, "content", content) < 0)
+	if (!out || !block) {
+		json_putp(&block);
+		json_putp(&content);
+		return NULL;
+	}
+	/* json_set takes its value even when it fails: only block may be left to drop. */
+	if (json_set(block, "content", content) < 0) {
+		json_putp(&block);
+		return NULL;
+	}
+	if (json_set(out, "result_block", block) < 0)
 		return NULL;
 	snprintf(type, sizeof(type), "%s_tool_result", tool->name);
 	if (json_set(out, "tool_use_id", json_object_new_string(tool_use_id)) < 0 ||
