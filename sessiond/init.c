@@ -170,45 +170,64 @@ static void reap_nohang(Init *in)
 	}
 }
 
-/* Split the blob into argv and envp (each ends at an empty string). */
+static void *mfree(void *p)
+{
+	free(p);
+	return NULL;
+}
+
+/* Count the strings of a list that ends at an empty string; -EINVAL if it runs off the end. */
+static ssize_t count_strings(const char *p, const char *end, const char **after)
+{
+	ssize_t n = 0;
+
+	for (;;) {
+		const char *nul = memchr(p, '\0', end - p);
+
+		if (!nul)
+			return -EINVAL;
+		if (nul == p) {
+			*after = p + 1;
+			return n;
+		}
+		n++;
+		p = nul + 1;
+	}
+}
+
+static char **split_strings(char *p, size_t n)
+{
+	char **list = calloc(n + 1, sizeof(char *));
+
+	if (!list)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		list[i] = p;
+		p += strlen(p) + 1;
+	}
+	return list;
+}
+
+/* Split the blob into argv and envp, each a list ending at an empty string. */
 static int parse_spawn(char *p, char *end, char ***argv_ret, char ***envp_ret)
 {
-	char **lists[2] = { NULL, NULL };
+	const char *envs;
+	const char *rest;
+	ssize_t argc = count_strings(p, end, &envs), envc;
 
-	for (int l = 0; l < 2; l++) {
-		size_t n = 0;
-		char *q = p;
-
-		/* count, checking every string ends inside the datagram */
-		for (;;) {
-			char *nul = memchr(q, '\0', end - q);
-
-			if (!nul)
-				goto bad;
-			if (nul == q)
-				break;
-			n++;
-			q = nul + 1;
-		}
-		if (l == 0 && n == 0)
-			goto bad;
-		lists[l] = calloc(n + 1, sizeof(char *));
-		if (!lists[l]) {
-			free(lists[0]);
-			return -ENOMEM;
-		}
-		for (size_t i = 0; i < n; i++) {
-			lists[l][i] = p;
-			p += strlen(p) + 1;
-		}
-		p++; /* the empty string */
+	if (argc <= 0)
+		return -EINVAL;
+	envc = count_strings(envs, end, &rest);
+	if (envc < 0)
+		return -EINVAL;
+	*argv_ret = split_strings(p, argc);
+	*envp_ret = split_strings(p + (envs - p), envc);
+	if (!*argv_ret || !*envp_ret) {
+		*argv_ret = mfree(*argv_ret);
+		*envp_ret = mfree(*envp_ret);
+		return -ENOMEM;
 	}
-	*argv_ret = lists[0];
-	*envp_ret = lists[1];
 	return 0;
-bad:
-	free(lists[0]);
-	return -EINVAL;
 }
 
 static _Noreturn void exec_interpreter(Init *in, char **argv, char **envp, int out_w, int err_w,
@@ -268,14 +287,14 @@ static void do_spawn(Init *in, const struct init_msg *req, char *blob, char *end
 
 	step = INIT_STEP_SOCKETPAIR;
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) < 0)
-		goto fail;
+		goto undo_fds;
 	step = INIT_STEP_PIPE;
 	if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0)
-		goto fail;
+		goto undo_fds;
 	step = INIT_STEP_FORK;
 	pid = fork();
 	if (pid < 0)
-		goto fail;
+		goto undo_fds;
 	if (pid == 0)
 		exec_interpreter(in, argv, envp, out[1], err[1], ctl[1]);
 	ctl[1] = safe_close(ctl[1]);
@@ -289,7 +308,7 @@ static void do_spawn(Init *in, const struct init_msg *req, char *blob, char *end
 		step = INIT_STEP_PIDFD;
 		kill(pid, SIGKILL); /* reaped by the SIGCHLD path as an unknown child */
 		errno = r;
-		goto fail;
+		goto undo_fds;
 	}
 	in->slots[slot] = (struct interp){
 		.used = true,
@@ -300,7 +319,7 @@ static void do_spawn(Init *in, const struct init_msg *req, char *blob, char *end
 	m.pid = pid;
 	queue(in, &m, slot);
 	return;
-fail:
+undo_fds:
 	r = errno;
 	safe_close(ctl[0]);
 	safe_close(ctl[1]);

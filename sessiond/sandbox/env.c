@@ -137,10 +137,15 @@ static char *path_dup(const char *a, const char *b)
 	return p;
 }
 
+static void sandbox_env_freep(SandboxEnv **env)
+{
+	sandbox_env_free(*env);
+}
+
 int sandbox_env_new(const PaddockConfig *cfg, SandboxEnv **ret)
 {
 	_cleanup_free_ char *init_path = NULL;
-	SandboxEnv *env;
+	_cleanup_(sandbox_env_freep) SandboxEnv *env = NULL;
 	struct stat st;
 	int r;
 
@@ -161,10 +166,8 @@ int sandbox_env_new(const PaddockConfig *cfg, SandboxEnv **ret)
 	env->workspaces_dir = path_dup(cfg->state_dir, "workspaces");
 	init_path = path_dup(cfg->lib_dir, "paddock-init");
 	if (!env->state_dir || !env->lib_dir || !env->root_dir || !env->workspaces_dir ||
-	    !init_path) {
-		r = -ENOMEM;
-		goto fail;
-	}
+	    !init_path)
+		return -ENOMEM;
 
 	/* The state dir holds workspaces of every session: only root may look in. */
 	r = mkdir_exist_ok(env->state_dir, 0700);
@@ -175,37 +178,33 @@ int sandbox_env_new(const PaddockConfig *cfg, SandboxEnv **ret)
 	if (r < 0) {
 		sandbox_set_error("creating directories under %s: %s", env->state_dir,
 				  strerror(-r));
-		goto fail;
+		return r;
 	}
 
 	env->init_fd = open(init_path, O_PATH | O_CLOEXEC);
 	if (env->init_fd < 0 || fstat(env->init_fd, &st) < 0) {
 		r = -errno;
 		sandbox_set_error("opening %s: %s", init_path, strerror(errno));
-		goto fail;
+		return r;
 	}
 	if (!S_ISREG(st.st_mode) || !(st.st_mode & S_IXOTH)) {
-		r = -ENOEXEC;
 		sandbox_set_error("%s is not a world-executable file", init_path);
-		goto fail;
+		return -ENOEXEC;
 	}
 
 	env->host_netns_fd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
 	if (env->host_netns_fd < 0) {
 		r = -errno;
 		sandbox_set_error("opening /proc/self/ns/net: %s", strerror(errno));
-		goto fail;
+		return r;
 	}
 
 	r = cgroup_env_setup(env, cfg->cgroup_root);
 	if (r < 0)
-		goto fail; /* cgroup_env_setup said why */
+		return r; /* cgroup_env_setup said why */
 
-	*ret = env;
+	*ret = TAKE_PTR(env);
 	return 0;
-fail:
-	sandbox_env_free(env);
-	return r;
 }
 
 SandboxEnv *sandbox_env_free(SandboxEnv *env)
