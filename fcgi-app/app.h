@@ -18,9 +18,9 @@
 typedef struct App {
 	const PaddockConfig *cfg; /* the settings */
 	AuthTokens *tokens;	  /* bearer tokens; none: open */
-	char *tenant_param;	  /* FastCGI param of the tenant header, e.g. HTTP_X_PADDOCK_TENANT */
-	int listen_fd;		  /* the FastCGI listener (non-blocking) */
-	int stop_fd;		  /* eventfd: readable once shutdown has begun */
+	char *tenant_param; /* FastCGI param of the tenant header, e.g. HTTP_X_PADDOCK_TENANT */
+	int listen_fd;	    /* the FastCGI listener (non-blocking) */
+	int stop_fd;	    /* eventfd: readable once shutdown has begun */
 } App;
 
 /* One FastCGI thread. */
@@ -34,9 +34,9 @@ typedef struct Worker {
 
 /* One request as handlers see it. */
 struct ReqCtx {
-	App *app;	     /* shared context */
-	Worker *w;	     /* the thread serving it */
-	HttpReq http;	     /* the HTTP view */
-	RouteMatch match;    /* route and decoded session id */
-	const char *tenant;  /* the tenant header's value, NULL when none */
+	App *app;	    /* shared context */
+	Worker *w;	    /* the thread serving it */
+	HttpReq http;	    /* the HTTP view */
+	RouteMatch match;   /* route and decoded session id */
+	const char *tenant; /* the tenant header's value, NULL when none */
 };

@@ -12,15 +12,15 @@
 
 /* One request's HTTP view. Strings are borrowed from the FastCGI params except path. */
 typedef struct HttpReq {
-	FCGX_Request *fcgi;	/* the libfcgi request */
-	const char *method;	/* REQUEST_METHOD */
-	char *path;		/* raw path part of REQUEST_URI (owned) */
-	const char *query;	/* raw query string, "" when none */
-	const char *request_id; /* nginx's $request_id, "-" when absent */
+	FCGX_Request *fcgi;	  /* the libfcgi request */
+	const char *method;	  /* REQUEST_METHOD */
+	char *path;		  /* raw path part of REQUEST_URI (owned) */
+	const char *query;	  /* raw query string, "" when none */
+	const char *request_id;	  /* nginx's $request_id, "-" when absent */
 	const char *content_type; /* CONTENT_TYPE, "" when absent */
-	int64_t content_length; /* CONTENT_LENGTH, -1 when absent or unparseable */
-	bool body_eof;		/* stdin was read to its end */
-	int status;		/* the status sent, 0 before the head */
+	int64_t content_length;	  /* CONTENT_LENGTH, -1 when absent or unparseable */
+	bool body_eof;		  /* stdin was read to its end */
+	int status;		  /* the status sent, 0 before the head */
 } HttpReq;
 
 int http_init(HttpReq *h, FCGX_Request *fcgi);

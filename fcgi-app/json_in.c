@@ -65,8 +65,7 @@ static bool strings_valid(json_object *o)
 		}
 		return true;
 	}
-	default:
-		return true;
+	default: return true;
 	}
 }
 
@@ -124,8 +123,8 @@ int json_in_parse(const char *buf, size_t len, int max_depth, json_object **ret,
 	}
 	odd = lexically_odd(buf, len);
 	if (odd >= 0) {
-		snprintf(err, errlen, "the body is not valid JSON: unexpected character at byte %ld",
-			 odd);
+		snprintf(err, errlen,
+			 "the body is not valid JSON: unexpected character at byte %ld", odd);
 		return -EINVAL;
 	}
 	/* json-c's depth is the number of nested arrays and objects it accepts. */

@@ -29,9 +29,10 @@ struct options {
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: paddock-fcgi [--config FILE] [--socket PATH]\n"
-		   "  --config FILE  settings file (default: none; PADDOCK_* variables apply)\n"
-		   "  --socket PATH  listen on this unix socket (default: fd 0, socket activation)\n");
+	fprintf(f,
+		"usage: paddock-fcgi [--config FILE] [--socket PATH]\n"
+		"  --config FILE  settings file (default: none; PADDOCK_* variables apply)\n"
+		"  --socket PATH  listen on this unix socket (default: fd 0, socket activation)\n");
 }
 
 /* Returns 0 to go on, 1 to exit 0 (help), -EINVAL on bad usage. */
@@ -48,21 +49,11 @@ static int parse_args(int argc, char **argv, struct options *o)
 
 	while ((c = getopt_long(argc, argv, "c:s:hV", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'c':
-			o->config = optarg;
-			break;
-		case 's':
-			o->socket = optarg;
-			break;
-		case 'h':
-			usage(stdout);
-			return 1;
-		case 'V':
-			printf("paddock-fcgi %s\n", PADDOCK_VERSION);
-			return 1;
-		default:
-			usage(stderr);
-			return -EINVAL;
+		case 'c': o->config = optarg; break;
+		case 's': o->socket = optarg; break;
+		case 'h': usage(stdout); return 1;
+		case 'V': printf("paddock-fcgi %s\n", PADDOCK_VERSION); return 1;
+		default: usage(stderr); return -EINVAL;
 		}
 	}
 	if (optind < argc) {

@@ -251,8 +251,7 @@ static int after_delimiter(MultipartParser *p, char c)
 			return -EBADMSG;
 		r = start_headers(p);
 		return r < 0 ? r : 1;
-	default:
-		return -EBADMSG;
+	default: return -EBADMSG;
 	}
 }
 
@@ -358,7 +357,8 @@ static int parse_headers(MultipartParser *p)
 		if (!colon || colon == s || *s == ' ' || *s == '\t')
 			return -EBADMSG;
 		for (const char *k = s; k < colon; k++)
-			if (is_tspecial(*k) || (unsigned char)*k <= 0x20 || (unsigned char)*k >= 0x7f)
+			if (is_tspecial(*k) || (unsigned char)*k <= 0x20 ||
+			    (unsigned char)*k >= 0x7f)
 				return -EBADMSG;
 		if (colon - s == 19 && strncasecmp(s, "Content-Disposition", 19) == 0) {
 			if (seen)
@@ -439,10 +439,8 @@ int multipart_feed(MultipartParser *p, const char *buf, size_t len)
 			if (r < 0)
 				return fail(p, r);
 			break;
-		case MP_EPILOGUE:
-			return 0;
-		case MP_ERROR:
-			return p->err;
+		case MP_EPILOGUE: return 0;
+		case MP_ERROR: return p->err;
 		default:
 			r = after_delimiter(p, buf[i]);
 			if (r < 0)

@@ -67,7 +67,8 @@ void otari_sd_fail(ReqCtx *rq, int r, const SdReply *rep)
 	int status;
 
 	if (r < 0 || !rep) {
-		log_warn("sessiond call failed: %s REQUEST_ID=%s", strerror(-r), rq->http.request_id);
+		log_warn("sessiond call failed: %s REQUEST_ID=%s", strerror(-r),
+			 rq->http.request_id);
 		snprintf(retry, sizeof(retry), "Retry-After: %" PRId64 "\r\n",
 			 cfg->retry_after_seconds);
 		http_error(&rq->http, 503, retry, "session daemon unavailable");
@@ -100,7 +101,8 @@ static int read_json(ReqCtx *rq, bool allow_empty, json_object **ret)
 	*ret = NULL;
 	r = http_read_all(&rq->http, (size_t)cfg->max_body_bytes, &body, &len);
 	if (r == -EFBIG) {
-		http_error(&rq->http, 413, NULL, "the request body is larger than %" PRId64 " bytes",
+		http_error(&rq->http, 413, NULL,
+			   "the request body is larger than %" PRId64 " bytes",
 			   cfg->max_body_bytes);
 		return -1;
 	}
@@ -142,7 +144,8 @@ static int take_positive(ReqCtx *rq, json_object *body, const char *key, json_ob
 	if (r == 0)
 		return 0;
 	if (r < 0 || v < 1) {
-		http_error(&rq->http, 422, NULL, "%s must be an integer of at least 1, or null", key);
+		http_error(&rq->http, 422, NULL, "%s must be an integer of at least 1, or null",
+			   key);
 		return -1;
 	}
 	if (json_set(sdreq, key, json_object_new_int64(v)) < 0) {
@@ -171,11 +174,12 @@ void otari_create(ReqCtx *rq)
 		return;
 	r = json_in_string(body, "image", &image, &image_len);
 	if (r < 0 || (r > 0 && image_len > IMAGE_MAX)) {
-		http_error(&rq->http, 422, NULL, "image must be a string of at most %d bytes, or null",
-			   IMAGE_MAX);
+		http_error(&rq->http, 422, NULL,
+			   "image must be a string of at most %d bytes, or null", IMAGE_MAX);
 		return;
 	}
-	if (r > 0 && json_set(sdreq, "image", json_object_new_string_len(image, (int)image_len)) < 0)
+	if (r > 0 &&
+	    json_set(sdreq, "image", json_object_new_string_len(image, (int)image_len)) < 0)
 		goto oom;
 
 	r = sd_call(&rq->w->sd, sdreq, SD_RETRY_ON_SEND, &rep);
@@ -294,7 +298,8 @@ static int exec_request(ReqCtx *rq, json_object *body, const struct tool **tool_
 	}
 	r = json_in_int(body, "timeout_seconds", &timeout);
 	if (r < 0 || timeout < 1) {
-		http_error(&rq->http, 422, NULL, "timeout_seconds must be an integer of at least 1");
+		http_error(&rq->http, 422, NULL,
+			   "timeout_seconds must be an integer of at least 1");
 		return -1;
 	}
 	if (timeout > cfg->exec_timeout_max) {
@@ -315,13 +320,14 @@ static int exec_request(ReqCtx *rq, json_object *body, const struct tool **tool_
 	}
 	r = json_in_string(input, tool->field, &text, &text_len);
 	if (r <= 0 || text_len == 0) {
-		http_error(&rq->http, 422, NULL, "input.%s is required and must be a non-empty string",
-			   tool->field);
+		http_error(&rq->http, 422, NULL,
+			   "input.%s is required and must be a non-empty string", tool->field);
 		return -1;
 	}
 	if (text_len > (size_t)cfg->code_max_bytes) {
-		http_error(&rq->http, 422, NULL, "input.%s is longer than the %" PRId64 "-byte limit",
-			   tool->field, cfg->code_max_bytes);
+		http_error(&rq->http, 422, NULL,
+			   "input.%s is longer than the %" PRId64 "-byte limit", tool->field,
+			   cfg->code_max_bytes);
 		return -1;
 	}
 	if (json_set(sdreq, "tool", json_object_new_string(tool->sd_tool)) < 0 ||
@@ -378,8 +384,7 @@ static json_object *render_files(json_object *rep)
 	return out;
 }
 
-static json_object *render_exec(const struct tool *tool, const char *tool_use_id,
-				json_object *rep)
+static json_object *render_exec(const struct tool *tool, const char *tool_use_id, json_object *rep)
 {
 	_cleanup_json_ json_object *out = json_object_new_object();
 	json_object *block = json_object_new_object(), *content = json_object_new_object();

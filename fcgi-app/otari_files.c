@@ -172,16 +172,16 @@ void otari_get(ReqCtx *rq)
 
 /* The state of one PutFile while the multipart body streams through. */
 struct upload {
-	int fd;			  /* sessiond's unnamed file, open for writing */
-	int64_t max;		  /* put_max_bytes */
-	int64_t size;		  /* file bytes written so far */
-	bool in_file;		  /* inside the "file" part */
-	bool in_path;		  /* inside the "path" part */
-	bool have_file;		  /* a "file" part began */
-	bool have_path;		  /* a "path" part began */
+	int fd;			     /* sessiond's unnamed file, open for writing */
+	int64_t max;		     /* put_max_bytes */
+	int64_t size;		     /* file bytes written so far */
+	bool in_file;		     /* inside the "file" part */
+	bool in_path;		     /* inside the "path" part */
+	bool have_file;		     /* a "file" part began */
+	bool have_path;		     /* a "path" part began */
 	char path[PUT_PATH_MAX + 1]; /* the path field's value */
-	size_t path_len;	  /* its length */
-	char *name;		  /* the default path: the upload's file name, last segment */
+	size_t path_len;	     /* its length */
+	char *name;		     /* the default path: the upload's file name, last segment */
 };
 
 static int up_begin(void *ud, const char *name, const char *filename)
@@ -266,9 +266,7 @@ static void put_error(ReqCtx *rq, int r)
 			   cfg->put_max_bytes);
 		break;
 	case -ENOSPC:
-	case -EDQUOT:
-		http_error(h, 413, NULL, "the session workspace is full");
-		break;
+	case -EDQUOT: http_error(h, 413, NULL, "the session workspace is full"); break;
 	case -ENAMETOOLONG:
 		http_error(h, 422, NULL, "the path field is longer than %d bytes", PUT_PATH_MAX);
 		break;
@@ -279,17 +277,14 @@ static void put_error(ReqCtx *rq, int r)
 		http_error(h, 400, NULL, "the form has more than %d parts", PUT_MAX_PARTS);
 		break;
 	case -EMSGSIZE:
-		http_error(h, 400, NULL, "a part's headers are larger than %d bytes", PUT_MAX_HEADER);
+		http_error(h, 400, NULL, "a part's headers are larger than %d bytes",
+			   PUT_MAX_HEADER);
 		break;
 	case -EPIPE:
 		http_error(h, 400, NULL, "the multipart body ends before its closing boundary");
 		break;
-	case -EBADMSG:
-		http_error(h, 400, NULL, "the multipart body is malformed");
-		break;
-	case -EIO:
-		http_error(h, 400, NULL, "the request body could not be read");
-		break;
+	case -EBADMSG: http_error(h, 400, NULL, "the multipart body is malformed"); break;
+	case -EIO: http_error(h, 400, NULL, "the request body could not be read"); break;
 	default:
 		log_err("PutFile failed: %s REQUEST_ID=%s", strerror(-r), h->request_id);
 		http_error(h, 500, NULL, "the file could not be written");
@@ -400,8 +395,7 @@ void otari_put(ReqCtx *rq)
 	SdReply rep;
 	int r;
 
-	r = multipart_boundary_from_content_type(rq->http.content_type, boundary,
-						 sizeof(boundary));
+	r = multipart_boundary_from_content_type(rq->http.content_type, boundary, sizeof(boundary));
 	if (r == -EMEDIUMTYPE) {
 		http_error(&rq->http, 422, NULL, "the body must be multipart/form-data");
 		return;
@@ -413,7 +407,8 @@ void otari_put(ReqCtx *rq)
 	}
 	/* Refuse what cannot fit before anything is created. */
 	if (rq->http.content_length > cfg->put_max_bytes + PUT_SLACK) {
-		http_error(&rq->http, 413, NULL, "the file is larger than the %" PRId64 "-byte limit",
+		http_error(&rq->http, 413, NULL,
+			   "the file is larger than the %" PRId64 "-byte limit",
 			   cfg->put_max_bytes);
 		return;
 	}
@@ -431,7 +426,8 @@ void otari_put(ReqCtx *rq)
 	u.fd = TAKE_FD(rep.fd);
 	sd_reply_clear(&rep);
 	if (u.fd < 0) {
-		log_err("sessiond put reply without a descriptor REQUEST_ID=%s", rq->http.request_id);
+		log_err("sessiond put reply without a descriptor REQUEST_ID=%s",
+			rq->http.request_id);
 		put_abort(rq);
 		http_error(&rq->http, 500, NULL, "the session daemon gave no file to write");
 		return;

@@ -37,9 +37,9 @@ enum route_result {
 };
 
 typedef struct RouteMatch {
-	const Route *route;		/* the route found */
-	char id[ROUTE_ID_MAX + 1];	/* decoded {id} segment, "" when none */
-	char allow[64];			/* methods allowed on the path, "GET, POST" */
+	const Route *route;	   /* the route found */
+	char id[ROUTE_ID_MAX + 1]; /* decoded {id} segment, "" when none */
+	char allow[64];		   /* methods allowed on the path, "GET, POST" */
 } RouteMatch;
 
 /* Match method and raw path (the path part of REQUEST_URI, still percent-encoded). */

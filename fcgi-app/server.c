@@ -64,9 +64,7 @@ static void dispatch(ReqCtx *rq)
 		return;
 	for (size_t i = 0; i < ARRAY_SIZE(apis); i++) {
 		switch (route_match(apis[i], rq->http.method, rq->http.path, &rq->match)) {
-		case ROUTE_FOUND:
-			rq->match.route->handler(rq);
-			return;
+		case ROUTE_FOUND: rq->match.route->handler(rq); return;
 		case ROUTE_BAD_ID:
 			/* Nothing that is not an id can name a session: no need to ask. */
 			http_error(&rq->http, 404, NULL, "unknown session: not a valid session id");
@@ -74,8 +72,7 @@ static void dispatch(ReqCtx *rq)
 		case ROUTE_BAD_METHOD:
 			snprintf(allow, sizeof(allow), "Allow: %s\r\n", rq->match.allow);
 			break;
-		case ROUTE_NOT_FOUND:
-			break;
+		case ROUTE_NOT_FOUND: break;
 		}
 	}
 	if (allow[0])

@@ -123,9 +123,10 @@ static const char BODY[] =
 	"--XyZ--\r\n"
 	"epilogue --XyZ\r\n garbage";
 
-static const char EXPECT[] = "[path|(none)]dir/out.txt{end}"
-			     "[file|a \"q\".bin]line1\r\n--XyZa\r\n\r\r\n-\r\n--X\r\n--XyZ-x\r\n\r\n{end}"
-			     "[empty|(none)]{end}";
+static const char EXPECT[] =
+	"[path|(none)]dir/out.txt{end}"
+	"[file|a \"q\".bin]line1\r\n--XyZa\r\n\r\r\n-\r\n--X\r\n--XyZ-x\r\n\r\n{end}"
+	"[empty|(none)]{end}";
 
 static void test_whole_and_chunked(void)
 {
@@ -193,8 +194,9 @@ static void test_starts_without_preamble(void)
 	CHECK(run_simple("b", "--b--", &t) == 0);
 	CHECK(t.len == 0);
 	/* Preamble with CR-heavy junk and a near miss. */
-	CHECK(run_simple("bb", "\r\r\n-\r\n--b\r\n--bb\r\nContent-Disposition: form-data; "
-			       "name=a\r\n\r\n\r\n--bb--\r\n",
+	CHECK(run_simple("bb",
+			 "\r\r\n-\r\n--b\r\n--bb\r\nContent-Disposition: form-data; "
+			 "name=a\r\n\r\n\r\n--bb--\r\n",
 			 &t) == 0);
 	CHECK(strcmp(t.buf, "[a|(none)]{end}") == 0);
 }
@@ -211,8 +213,8 @@ static void test_malformed(void)
 	CHECK(run_simple("b", "--b\r\nContent-Disposition: form-da", &t) == -EPIPE);
 	CHECK(run_simple("b", "just text", &t) == -EPIPE);
 	CHECK(run_simple("b", "", &t) == -EPIPE);
-	CHECK(run_simple("b", "--b\r\nContent-Disposition: form-data; name=a\r\n\r\nabc\r\n--b", &t) ==
-	      -EPIPE);
+	CHECK(run_simple("b", "--b\r\nContent-Disposition: form-data; name=a\r\n\r\nabc\r\n--b",
+			 &t) == -EPIPE);
 	CHECK(run_simple("b", "--b\r\nContent-Disposition: form-data; name=a\r\n\r\nabc\r\n--b\r\n",
 			 &t) == -EPIPE);
 
@@ -239,18 +241,21 @@ static void test_malformed(void)
 	CHECK(run_simple("b", "--b\r\nbogus\r\n\r\nx\r\n--b--", &t) == -EBADMSG);
 	CHECK(run_simple("b", "--b\r\nContent-Disposition: form-data; name=\"a\r\n\r\nx\r\n--b--",
 			 &t) == -EBADMSG);
-	CHECK(run_simple("b", "--b\r\nContent-Disposition: form-data; name=a\r\n"
-			      "Content-Disposition: form-data; name=b\r\n\r\nx\r\n--b--",
+	CHECK(run_simple("b",
+			 "--b\r\nContent-Disposition: form-data; name=a\r\n"
+			 "Content-Disposition: form-data; name=b\r\n\r\nx\r\n--b--",
 			 &t) == -EBADMSG);
 	{
-		const char nul[] = "--b\r\nContent-Disposition: form-data; name=a\0\r\n\r\nx\r\n--b--";
+		const char nul[] =
+			"--b\r\nContent-Disposition: form-data; name=a\0\r\n\r\nx\r\n--b--";
 
 		CHECK(run("b", nul, sizeof(nul) - 1, NULL, 0, &t, 1000, 8192) == -EBADMSG);
 	}
 
 	/* A header block over the cap. */
-	snprintf(big, sizeof(big), "--b\r\nContent-Disposition: form-data; name=a\r\nX-Pad: %0*d\r\n"
-				   "\r\nx\r\n--b--",
+	snprintf(big, sizeof(big),
+		 "--b\r\nContent-Disposition: form-data; name=a\r\nX-Pad: %0*d\r\n"
+		 "\r\nx\r\n--b--",
 		 9000, 0);
 	CHECK(run_simple("b", big, &t) == -EMSGSIZE);
 	CHECK(run("b", big, strlen(big), NULL, 0, &t, 1000, 16384) == 0);
@@ -277,13 +282,15 @@ static void test_disposition_params(void)
 {
 	static struct transcript t;
 
-	CHECK(run_simple("b", "--b\r\nContent-Disposition: FORM-DATA ; NAME = \"a;b\" ; "
-			      "filename*=UTF-8''x%20y ; filename=\"c:\\\\dir\\\\f.txt\"\r\n\r\nq\r\n"
-			      "--b--",
+	CHECK(run_simple("b",
+			 "--b\r\nContent-Disposition: FORM-DATA ; NAME = \"a;b\" ; "
+			 "filename*=UTF-8''x%20y ; filename=\"c:\\\\dir\\\\f.txt\"\r\n\r\nq\r\n"
+			 "--b--",
 			 &t) == 0);
 	CHECK(strcmp(t.buf, "[a;b|c:\\dir\\f.txt]q{end}") == 0);
-	CHECK(run_simple("b", "--b\r\nContent-Disposition: form-data; name=\"\"; filename=\"\"\r\n"
-			      "\r\n\r\n--b--",
+	CHECK(run_simple("b",
+			 "--b\r\nContent-Disposition: form-data; name=\"\"; filename=\"\"\r\n"
+			 "\r\n\r\n--b--",
 			 &t) == 0);
 	CHECK(strcmp(t.buf, "[|]{end}") == 0);
 	if (strcmp(t.buf, "[|]{end}") != 0)
@@ -302,8 +309,8 @@ static void test_boundary_from_content_type(void)
 						   b, sizeof(b)) == 0 &&
 	      strcmp(b, "a b:c") == 0);
 	CHECK(multipart_boundary_from_content_type("multipart/form-data", b, sizeof(b)) == -EINVAL);
-	CHECK(multipart_boundary_from_content_type("multipart/form-data; boundary=", b, sizeof(b)) ==
-	      -EINVAL);
+	CHECK(multipart_boundary_from_content_type("multipart/form-data; boundary=", b,
+						   sizeof(b)) == -EINVAL);
 	CHECK(multipart_boundary_from_content_type("multipart/form-data; boundary=\"abc", b,
 						   sizeof(b)) == -EINVAL);
 	CHECK(multipart_boundary_from_content_type("application/json", b, sizeof(b)) ==
