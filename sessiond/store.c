@@ -72,7 +72,7 @@ static int user_version(Store *s, int *v)
 
 static int migrate(Store *s)
 {
-	int v, r;
+	int v = 0, r;
 
 	r = user_version(s, &v);
 	if (r < 0)
