@@ -267,7 +267,7 @@ static int v2_enable_controllers(const char *dir, unsigned *ctrls)
 	return 0;
 }
 
-static int v2_setup(SandboxEnv *env, const char *cgroup_root)
+static int v2_setup(SandboxEnv *env, const char *cgroup_root, const char *instance)
 {
 	char own[PATH_MAX], own_dir[PATH_MAX];
 	CgroupHier *h = &env->hier[0];
@@ -307,7 +307,7 @@ static int v2_setup(SandboxEnv *env, const char *cgroup_root)
 	if (snprintf(own_dir, sizeof(own_dir), "%s%s", CGROUP_ROOT,
 		     strcmp(own, "/") == 0 ? "" : own) >= (int)sizeof(own_dir))
 		return -ENAMETOOLONG;
-	if (asprintf(&h->parent, "%s/sessions", own_dir) < 0)
+	if (asprintf(&h->parent, "%s/sessions-%s", own_dir, instance) < 0)
 		return -ENOMEM;
 
 	/*
@@ -353,8 +353,9 @@ static int v2_setup(SandboxEnv *env, const char *cgroup_root)
 	return r;
 }
 
-int cgroup_env_setup(SandboxEnv *env, const char *cgroup_root)
+int cgroup_env_setup(SandboxEnv *env, const char *cgroup_root, const char *instance)
 {
+	char v1_default[64];
 	struct statfs sfs;
 	int r;
 
@@ -365,10 +366,11 @@ int cgroup_env_setup(SandboxEnv *env, const char *cgroup_root)
 	}
 	env->v2 = sfs.f_type == CGROUP2_SUPER_MAGIC;
 	if (env->v2)
-		return v2_setup(env, cgroup_root);
+		return v2_setup(env, cgroup_root, instance);
 
+	snprintf(v1_default, sizeof(v1_default), "paddock/%s", instance);
 	r = v1_find_hierarchies(
-		env, cgroup_root && *cgroup_root ? cgroup_root_relative(cgroup_root) : "paddock");
+		env, cgroup_root && *cgroup_root ? cgroup_root_relative(cgroup_root) : v1_default);
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < env->n_hier; i++) {

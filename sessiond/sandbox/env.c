@@ -142,10 +142,24 @@ static void sandbox_env_freep(SandboxEnv **env)
 	sandbox_env_free(*env);
 }
 
+/* 8 hex digits of FNV-1a over the state dir's real path: stable for one installation. */
+static const char *instance_name(const char *state_dir, char buf[9])
+{
+	char real[PATH_MAX];
+	const char *p = realpath(state_dir, real) ? real : state_dir;
+	uint32_t h = 2166136261u;
+
+	for (; *p; p++)
+		h = (h ^ (uint8_t)*p) * 16777619u;
+	snprintf(buf, 9, "%08x", h);
+	return buf;
+}
+
 int sandbox_env_new(const PaddockConfig *cfg, SandboxEnv **ret)
 {
 	_cleanup_free_ char *init_path = NULL;
 	_cleanup_(sandbox_env_freep) SandboxEnv *env = NULL;
+	char instance[9];
 	struct stat st;
 	int r;
 
@@ -199,7 +213,7 @@ int sandbox_env_new(const PaddockConfig *cfg, SandboxEnv **ret)
 		return r;
 	}
 
-	r = cgroup_env_setup(env, cfg->cgroup_root);
+	r = cgroup_env_setup(env, cfg->cgroup_root, instance_name(cfg->state_dir, instance));
 	if (r < 0)
 		return r; /* cgroup_env_setup said why */
 

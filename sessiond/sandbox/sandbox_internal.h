@@ -142,7 +142,9 @@ const char *sandbox_step_name(unsigned step);
 void sandbox_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* cgroup.c */
-int cgroup_env_setup(SandboxEnv *env, const char *cgroup_root);
+/* instance names this daemon among others on the host (a hash of its state dir): the
+ * default cgroup parent includes it, so two daemons never see each other's sessions. */
+int cgroup_env_setup(SandboxEnv *env, const char *cgroup_root, const char *instance);
 void cgroup_env_clear(SandboxEnv *env);
 int cgroup_create_from_parent(const SandboxEnv *env, const char *id, const SandboxLimits *limits);
 int cgroup_attach_from_parent(const SandboxEnv *env, const char *id, pid_t pid);
