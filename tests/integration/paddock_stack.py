@@ -155,7 +155,7 @@ def route_template(path):
     return None
 
 
-def check_response(status, headers, body, method, path):
+def check_response(status, headers, body, method, path, bearer=False):
     """Check one answer against the contract: the schema the OpenAPI document names for
     its status, the Error shape for every 4xx/5xx, Retry-After and WWW-Authenticate."""
     api = OpenApi.get()
@@ -177,7 +177,7 @@ def check_response(status, headers, body, method, path):
         assert isinstance(detail, str) and detail.strip(), f"{what}: no detail sentence in {parsed!r}"
         schema = api.json_schema(template, method, status) if declared else None
         api.validate(parsed, schema or api.component("Error"), what)
-        if status == 401:
+        if status == 401 and bearer:
             auth = headers.get("WWW-Authenticate") or ""
             assert auth.lower().startswith("bearer"), f"{what}: WWW-Authenticate is {auth!r}"
         if status == 503 and "Retry-After" in headers:
@@ -265,6 +265,18 @@ def _cmdline(pid):
         return "?"
 
 
+def _describe(pid):
+    """pid (state, ppid, cmdline) for a report."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read().decode("ascii", "replace")
+        rest = data[data.rfind(")") + 2:].split()
+        comm = data[data.find("(") + 1:data.rfind(")")]
+        return f"{pid} [{comm}, state {rest[0]}, ppid {rest[1]}] {_cmdline(pid)}"
+    except OSError:
+        return f"{pid} (gone)"
+
+
 def _unescape_mountinfo(s):
     return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), s)
 
@@ -314,7 +326,7 @@ def processes_in_cgroups_matching(needles):
         except OSError:
             continue
         if any(n and n in text for n in needles):
-            found.append(f"{pid} ({_cmdline(pid)})")
+            found.append(_describe(pid))
     return found
 
 
@@ -368,6 +380,11 @@ class Stack:
         self.port = None
         self.started = False
         STACKS.append(self)
+
+    @property
+    def bearer(self):
+        """Tokens are configured: every 401 must carry WWW-Authenticate: Bearer."""
+        return bool(self.extra_env.get("PADDOCK_AUTH_TOKENS"))
 
     # paths
     @property
@@ -522,13 +539,22 @@ class Stack:
                 problems.append(f"{key} exited with status {p.returncode} on SIGTERM")
 
         # Processes the stack started, with the same start time (not a reused pid).
-        left = []
-        for pid, start in tree.items():
-            st = _proc_stat(pid)
-            if st and st[1] == start:
-                left.append(f"{pid} ({_cmdline(pid)})")
+        # Ones still exiting get a few seconds to finish.
+        def still_there():
+            out = []
+            for pid, start in tree.items():
+                st = _proc_stat(pid)
+                if st and st[1] == start:
+                    out.append(pid)
+            return out
+
+        deadline = time.monotonic() + 5
+        left = still_there()
+        while left and time.monotonic() < deadline:
+            time.sleep(0.05)
+            left = still_there()
         if left:
-            problems.append("processes left running: " + ", ".join(left[:20]))
+            problems.append("processes left running: " + ", ".join(_describe(p) for p in left[:20]))
         needles = [self.node_name] + sorted(self.session_ids)
         in_cg = processes_in_cgroups_matching(needles)
         if in_cg:
@@ -637,7 +663,8 @@ class Client:
         r = self.http.request(method, self.base + path, headers=headers, **kw)
         r.parsed = None
         if check:
-            r.parsed = check_response(r.status_code, r.headers, r.content, method, path)
+            r.parsed = check_response(r.status_code, r.headers, r.content, method, path,
+                                      self.stack.bearer)
         return r
 
     def raw(self, method, path, body=b"", headers=None, check=True, timeout=None):
@@ -659,7 +686,7 @@ class Client:
             status = resp.status
         finally:
             conn.close()
-        parsed = check_response(status, hdrs, data, method, path) if check else None
+        parsed = check_response(status, hdrs, data, method, path, self.stack.bearer) if check else None
         return types.SimpleNamespace(status=status, headers=hdrs, body=data, parsed=parsed,
                                      status_code=status)
 

@@ -281,6 +281,7 @@ ESCAPES = ["../x.txt", "../../etc/passwd", "/etc/passwd", "/workspace/../etc/pas
 
 @pytest.mark.parametrize("path", ESCAPES)
 def test_paths_outside_the_workspace_are_refused(client, sid, path):
+    client.run(sid, "import os; os.makedirs('d', exist_ok=True)")  # so d/../.. resolves
     for cmd in ({"command": "view"}, {"command": "str_replace", "old_str": "root", "new_str": "x"},
                 {"command": "insert", "insert_line": 0, "new_str": "x"}, {"command": "undo_edit"}):
         r = client.edit(sid, path=path, **cmd)
