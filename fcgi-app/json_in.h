@@ -8,6 +8,8 @@
 
 #include <json-c/json.h>
 
+#include "utf8.h"
+
 #include "cleanup.h"
 
 /* Drop a reference and clear the pointer, so a cleanup that runs later does nothing. */
@@ -20,8 +22,6 @@ static inline void json_putp(json_object **o)
 }
 #define _cleanup_json_ _cleanup_(json_putp)
 
-/* Strict UTF-8 (no overlongs, no surrogates, nothing above U+10FFFF). */
-bool utf8_valid(const char *s, size_t len);
 
 /*
  * Parse one JSON value from buf. Strict syntax; nothing but whitespace after it;

@@ -330,6 +330,12 @@ static int exec_request(ReqCtx *rq, json_object *body, const struct tool **tool_
 			   cfg->code_max_bytes);
 		return -1;
 	}
+	/* No interpreter takes a NUL in source, and a C string would silently end there. */
+	if (memchr(text, '\0', text_len)) {
+		http_error(&rq->http, 422, NULL, "input.%s must not contain NUL characters",
+			   tool->field);
+		return -1;
+	}
 	if (json_set(sdreq, "tool", json_object_new_string(tool->sd_tool)) < 0 ||
 	    json_set(sdreq, "code", json_object_new_string_len(text, (int)text_len)) < 0 ||
 	    json_set(sdreq, "timeout_ms", json_object_new_int64(timeout * 1000)) < 0)

@@ -39,6 +39,7 @@
  *   line saying entries were left out.
  */
 #include "editor.h"
+#include "utf8.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -318,46 +319,6 @@ static int fail_errno(EditorReq *q, int r, bool writing)
 }
 
 /* ---- text ---- */
-
-/* Strict UTF-8: no overlong forms, no surrogates, nothing above U+10FFFF. */
-static bool utf8_valid(const char *s, size_t len)
-{
-	const unsigned char *p = (const unsigned char *)s, *end = p + len;
-
-	while (p < end) {
-		unsigned char c = *p;
-		size_t n;
-		uint32_t cp;
-
-		if (c < 0x80) {
-			p++;
-			continue;
-		} else if (c >= 0xc2 && c <= 0xdf) {
-			n = 1;
-			cp = c & 0x1f;
-		} else if (c >= 0xe0 && c <= 0xef) {
-			n = 2;
-			cp = c & 0x0f;
-		} else if (c >= 0xf0 && c <= 0xf4) {
-			n = 3;
-			cp = c & 0x07;
-		} else {
-			return false;
-		}
-		if ((size_t)(end - p) <= n)
-			return false;
-		for (size_t i = 1; i <= n; i++) {
-			if ((p[i] & 0xc0) != 0x80)
-				return false;
-			cp = (cp << 6) | (p[i] & 0x3f);
-		}
-		if ((n == 2 && cp < 0x800) || (n == 3 && (cp < 0x10000 || cp > 0x10ffff)) ||
-		    (cp >= 0xd800 && cp <= 0xdfff))
-			return false;
-		p += n + 1;
-	}
-	return true;
-}
 
 static bool is_text(const char *s, size_t len)
 {

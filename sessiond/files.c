@@ -117,7 +117,8 @@ void op_get(Manager *m, Conn *c, Session *s, json_object *req)
 		conn_reply(c, reply_error("invalid", "path or file_id is required"), NULL, 0);
 		return;
 	}
-	r = wsfs_normalize(path, false, rel, sizeof(rel));
+	/* The root is accepted here so that it is refused below as the directory it is. */
+	r = wsfs_normalize(path, true, rel, sizeof(rel));
 	if (r < 0) {
 		conn_reply(c, fs_error(r, path), NULL, 0);
 		return;

@@ -15,6 +15,7 @@
 #include "cleanup.h"
 #include "log.h"
 #include "session.h"
+#include "utf8.h"
 
 #define READ_CHUNK 65536
 #define READS_PER_EVENT 16	/* bound one stream's share of a loop iteration */
@@ -51,25 +52,29 @@ void outbuf_append(OutBuf *b, const char *data, size_t len, size_t cap)
 	b->omitted += len - take;
 }
 
-/* The kept bytes plus the truncation note, as a NUL-terminated string; resets b. */
-char *outbuf_finish(OutBuf *b)
+/* The kept bytes, made valid UTF-8 for JSON, plus the truncation note; resets b. */
+char *outbuf_finish(OutBuf *b, size_t *len)
 {
 	char note[96] = "";
-	size_t nl;
-	char *s;
+	size_t n = 0, nl;
+	char *s = utf8_sanitize(b->buf ? b->buf : "", b->len, &n);
 
 	if (b->omitted)
 		snprintf(note, sizeof(note), "\n[output truncated: %llu bytes omitted]\n",
 			 (unsigned long long)b->omitted);
 	nl = strlen(note);
-	s = malloc(b->len + nl + 1);
-	if (s) {
-		if (b->len)
-			memcpy(s, b->buf, b->len);
-		memcpy(s + b->len, note, nl + 1);
+	if (s && nl) {
+		char *grown = realloc(s, n + nl + 1);
+
+		if (grown) {
+			memcpy(grown + n, note, nl + 1);
+			n += nl;
+		}
+		s = grown ? grown : s;
 	}
 	free(b->buf);
 	*b = (OutBuf){ 0 };
+	*len = s ? n : 0;
 	return s;
 }
 
@@ -263,18 +268,24 @@ static json_object *usage_json(Session *s, const Run *run, bool *oom)
 	return o;
 }
 
-/* Append text to a string we own, starting on a fresh line. */
-static char *append_line(char *s, const char *add)
+/* Append a line to text we own (of *len bytes, NULs allowed): on a fresh line, ending in one. */
+static char *append_line(char *s, size_t *len, const char *add)
 {
-	size_t a = s ? strlen(s) : 0, b = strlen(add);
-	bool nl = a > 0 && s[a - 1] != '\n';
-	char *r = realloc(s, a + nl + b + 1);
+	size_t a = s ? *len : 0, b = strlen(add);
+	bool nl_before = a > 0 && s[a - 1] != '\n';
+	bool nl_after = b == 0 || add[b - 1] != '\n';
+	char *r = realloc(s, a + nl_before + b + nl_after + 1);
 
 	if (!r)
 		return s;
-	if (nl)
+	if (nl_before)
 		r[a++] = '\n';
-	memcpy(r + a, add, b + 1);
+	memcpy(r + a, add, b);
+	a += b;
+	if (nl_after)
+		r[a++] = '\n';
+	r[a] = '\0';
+	*len = a;
 	return r;
 }
 
@@ -287,20 +298,19 @@ static void run_finish(Run *run)
 	uint64_t ms = now_ms() - run->start_ms;
 	bool oom = false;
 	json_object *o = reply_ok(), *usage = usage_json(s, run, &oom);
-	char *out = outbuf_finish(&ip->out_buf);
-	char *err = outbuf_finish(&ip->err_buf);
+	size_t out_len, err_len;
+	char *out = outbuf_finish(&ip->out_buf, &out_len);
+	char *err = outbuf_finish(&ip->err_buf, &err_len);
 
 	if (oom && !run->timed_out)
 		run_note(run, "killed: the sandbox ran out of memory (limit %lld bytes)",
 			 (long long)m->cfg->memory_max_bytes);
 	if (run->note)
-		err = append_line(err, run->note);
-	if (run->note && err && err[strlen(err) - 1] != '\n')
-		err = append_line(err, "");
+		err = append_line(err, &err_len, run->note);
 	if (run->timed_out)
 		run->return_code = RC_TIMEOUT;
-	json_object_object_add(o, "stdout", json_object_new_string(out ?: ""));
-	json_object_object_add(o, "stderr", json_object_new_string(err ?: ""));
+	json_object_object_add(o, "stdout", json_object_new_string_len(out ?: "", (int)out_len));
+	json_object_object_add(o, "stderr", json_object_new_string_len(err ?: "", (int)err_len));
 	json_object_object_add(o, "return_code", json_object_new_int(run->return_code));
 	json_object_object_add(o, "execution_time_ms", json_object_new_int64((int64_t)ms));
 	json_object_object_add(o, "timed_out", json_object_new_boolean(run->timed_out));
@@ -697,6 +707,12 @@ static void on_init_error(Session *s, const struct init_msg *msg)
 		 strerror(msg->status));
 	if (msg->tag < INTERP_KIND_COUNT && s->interps[msg->tag].state == INTERP_STARTING)
 		s->interps[msg->tag].state = INTERP_DEAD;
+	/* init could not kill everything in time: the run ends anyway, the leftovers are
+	 * in the session's cgroup and die with it at the latest. */
+	if (run && (run->phase == RUN_REAPING || run->phase == RUN_KILLING)) {
+		on_killed(s);
+		return;
+	}
 	if (run && run->phase == RUN_STARTING && s->interps[run->kind].state == INTERP_DEAD) {
 		run_note(run, "the interpreter could not be started: %s", strerror(msg->status));
 		run->return_code = 1;
@@ -839,12 +855,15 @@ void run_abort(Session *s, const char *why)
 	if (run->conn) {
 		Interp *ip = &s->interps[run->kind];
 		json_object *o = reply_ok();
-		char *out = outbuf_finish(&ip->out_buf), *err = outbuf_finish(&ip->err_buf);
+		size_t out_len, err_len;
+		char *out = outbuf_finish(&ip->out_buf, &out_len);
+		char *err = outbuf_finish(&ip->err_buf, &err_len);
 
-		err = append_line(err, run->note);
-		err = append_line(err, "");
-		json_object_object_add(o, "stdout", json_object_new_string(out ?: ""));
-		json_object_object_add(o, "stderr", json_object_new_string(err ?: ""));
+		err = append_line(err, &err_len, run->note);
+		json_object_object_add(o, "stdout",
+				       json_object_new_string_len(out ?: "", (int)out_len));
+		json_object_object_add(o, "stderr",
+				       json_object_new_string_len(err ?: "", (int)err_len));
 		json_object_object_add(o, "return_code", json_object_new_int(run->return_code));
 		json_object_object_add(o, "execution_time_ms",
 				       json_object_new_int64((int64_t)(now_ms() - run->start_ms)));

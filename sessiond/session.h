@@ -145,7 +145,7 @@ void session_on_init_event(Loop *l, int fd, uint32_t events, void *data);
 void interp_close(Interp *ip);
 void interp_destroy(Interp *ip);
 void outbuf_append(OutBuf *b, const char *data, size_t len, size_t cap);
-char *outbuf_finish(OutBuf *b);
+char *outbuf_finish(OutBuf *b, size_t *len);
 
 /* files.c */
 void op_edit(Manager *m, Conn *c, Session *s, json_object *req);

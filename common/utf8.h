@@ -1,0 +1,17 @@
+/* SPDX-License-Identifier: MIT */
+/* Strict UTF-8: validation, and repair of untrusted bytes before they go into JSON. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Length of the well-formed sequence at s (1..4), or 0 when it is not one: overlong
+ * forms, surrogates, code points above U+10FFFF and truncated sequences are refused. */
+size_t utf8_sequence_length(const char *s, size_t avail);
+
+/* Whether all len bytes are well-formed UTF-8 (NUL is a valid character here). */
+bool utf8_valid(const char *s, size_t len);
+
+/* A copy of s with every ill-formed byte replaced by U+FFFD; NUL-terminated, and
+ * *outlen (if given) the length without the terminator. NULL when out of memory. */
+char *utf8_sanitize(const char *s, size_t len, size_t *outlen);
