@@ -36,7 +36,11 @@ typedef struct PaddockConfig {
 	bool require_tenant;	 /* fail closed without the tenant header */
 
 	/* sessions */
-	int64_t max_sessions;
+	int64_t max_sessions;	     /* all sessions, both APIs */
+	int64_t code_max_sessions;   /* sessions made by the code-interpreter API */
+	int64_t kernel_max_sessions; /* of those, sessions served by the kernel tier */
+	int64_t code_idle_timeout;   /* idle close of code-interpreter sessions, seconds */
+	int64_t kernel_idle_timeout; /* same for kernel-tier sessions */
 	int64_t retry_after_seconds; /* hint sent with 503 at capacity */
 	int64_t idle_timeout_default;
 	int64_t idle_timeout_max;

@@ -154,6 +154,7 @@ int sd_kind_status(const char *kind)
 		{ "invalid", 422 },   { "bad_request", 400 }, { "not_found", 404 },
 		{ "forbidden", 403 }, { "busy", 409 },	      { "capacity", 503 },
 		{ "too_large", 413 }, { "unavailable", 503 }, { "internal", 500 },
+		{ "exists", 409 },    { "limit", 429 },
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(map); i++)

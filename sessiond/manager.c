@@ -138,6 +138,15 @@ Session *session_find(Manager *m, const char *id, const char *tenant)
 	return NULL;
 }
 
+/* Whether any tenant holds a session with this id (ids are unique on a node). */
+static bool session_exists(Manager *m, const char *id)
+{
+	for (Session *s = m->sessions; s; s = s->next)
+		if (strcmp(s->id, id) == 0)
+			return true;
+	return false;
+}
+
 /* ---- teardown ---- */
 
 static void zombie_free(Zombie *z)
@@ -211,6 +220,8 @@ void session_destroy(Session *s, const char *why)
 	Zombie *z;
 
 	log_info("SESSION_ID=%s destroyed KILL_REASON=%s", s->id, why);
+	m->kills_by_reason[!strcmp(why, "released") ? 0 : !strcmp(why, "idle") ? 1 :
+			   !strcmp(why, "lifetime") ? 2 : 3]++;
 	run_abort(s, why);
 	for (int k = 0; k < INTERP_KIND_COUNT; k++)
 		interp_destroy(&s->interps[k]);
@@ -256,7 +267,7 @@ static int64_t clamp_hint(json_object *req, const char *key, int64_t def, int64_
 	return v < max ? v : max;
 }
 
-static int session_new(Manager *m, const char *tenant, Session **ret)
+static int session_new(Manager *m, const char *id, const char *tenant, Session **ret)
 {
 	SandboxLimits lim = {
 		.memory_bytes = m->cfg->memory_max_bytes,
@@ -267,7 +278,7 @@ static int session_new(Manager *m, const char *tenant, Session **ret)
 		.nofile = m->cfg->nofile_max,
 	};
 	Session *s;
-	int r;
+	int r = 0;
 
 	s = calloc(1, sizeof(*s));
 	if (!s)
@@ -278,7 +289,10 @@ static int session_new(Manager *m, const char *tenant, Session **ret)
 	for (int k = 0; k < INTERP_KIND_COUNT; k++)
 		s->interps[k] = (Interp){ .s = s, .kind = k, .pidfd = -1, .ctl = -1, .out = -1,
 					  .err = -1 };
-	r = session_id_new(m->cfg->node_name, s->id, sizeof(s->id));
+	if (id)
+		snprintf(s->id, sizeof(s->id), "%s", id);
+	else
+		r = session_id_new(m->cfg->node_name, s->id, sizeof(s->id));
 	if (r < 0)
 		goto fail_free;
 	if (tenant && !(s->tenant = strdup(tenant))) {
@@ -340,7 +354,7 @@ fail_free:
 	return r;
 }
 
-static json_object *session_handle(const Session *s)
+json_object *session_handle(const Session *s)
 {
 	json_object *o = reply_ok();
 
@@ -350,6 +364,12 @@ static json_object *session_handle(const Session *s)
 	json_object_object_add(o, "created_at", json_object_new_double(s->created_at));
 	json_object_object_add(o, "last_activity_at",
 			       json_object_new_double(s->last_activity_at));
+	json_object_object_add(o, "plane",
+			       json_object_new_string(s->plane == PLANE_CODE ? "code" : "otari"));
+	json_object_object_add(o, "kernel", json_object_new_boolean(s->kernel));
+	json_object_object_add(o, "execution_count",
+			       json_object_new_int64((int64_t)s->execution_count));
+	json_object_object_add(o, "running", json_object_new_boolean(s->run != NULL));
 	return o;
 }
 
@@ -361,19 +381,63 @@ static void op_create(Manager *m, Conn *c, json_object *req, const char *tenant)
 	Session *s;
 	int r;
 
-	if ((int64_t)m->n_sessions >= cfg->max_sessions) {
-		json_object *e = reply_error("capacity", "the session limit (%lld) is reached",
-					     (long long)cfg->max_sessions);
+	const char *want_id = req_string(req, "session_id");
+	const char *plane_s = req_string(req, "plane");
+	enum session_plane plane = plane_s && !strcmp(plane_s, "code") ? PLANE_CODE : PLANE_OTARI;
+	json_object *kv;
+	bool kernel = json_object_object_get_ex(req, "kernel", &kv) && json_object_get_boolean(kv);
+	int64_t idle_default = cfg->idle_timeout_default;
+	json_object *e;
 
+	if (want_id && !id_valid(want_id)) {
+		conn_reply(c, reply_error("invalid", "session ids are 1 to 128 of A-Z a-z 0-9 _ -"),
+			   NULL, 0);
+		return;
+	}
+	if (want_id && session_exists(m, want_id)) {
+		conn_reply(c, reply_error("exists", "a session with this id exists"), NULL, 0);
+		return;
+	}
+	if (m->draining) {
+		e = reply_error("unavailable", "this node is draining: no new sessions");
 		json_object_object_add(e, "retry_after",
 				       json_object_new_int64(cfg->retry_after_seconds));
 		conn_reply(c, e, NULL, 0);
 		return;
 	}
-	r = session_new(m, tenant, &s);
-	if (r < 0) {
-		json_object *e;
+	if (plane == PLANE_CODE) {
+		size_t n_code = 0, n_kernel = 0;
 
+		for (Session *o = m->sessions; o; o = o->next)
+			if (o->plane == PLANE_CODE) {
+				n_code++;
+				n_kernel += o->kernel;
+			}
+		/* The code plane's own caps answer 429 with these exact sentences. */
+		if (kernel && (int64_t)n_kernel >= cfg->kernel_max_sessions) {
+			conn_reply(c, reply_error("limit", "Maximum number of kernel sessions (%lld) reached",
+						  (long long)cfg->kernel_max_sessions), NULL, 0);
+			return;
+		}
+		if ((int64_t)n_code >= cfg->code_max_sessions) {
+			conn_reply(c, reply_error("limit", "Maximum number of sessions (%lld) reached",
+						  (long long)cfg->code_max_sessions), NULL, 0);
+			return;
+		}
+		idle_default = kernel ? cfg->kernel_idle_timeout : cfg->code_idle_timeout;
+		if (idle_default > cfg->idle_timeout_max)
+			idle_default = cfg->idle_timeout_max;
+	}
+	if ((int64_t)m->n_sessions >= cfg->max_sessions) {
+		e = reply_error("capacity", "the session limit (%lld) is reached",
+				(long long)cfg->max_sessions);
+		json_object_object_add(e, "retry_after",
+				       json_object_new_int64(cfg->retry_after_seconds));
+		conn_reply(c, e, NULL, 0);
+		return;
+	}
+	r = session_new(m, want_id, tenant, &s);
+	if (r < 0) {
 		if (r == -EAGAIN) {
 			e = reply_error("capacity", "no free sandbox user id");
 			json_object_object_add(e, "retry_after",
@@ -389,7 +453,9 @@ static void op_create(Manager *m, Conn *c, json_object *req, const char *tenant)
 		conn_reply(c, e, NULL, 0);
 		return;
 	}
-	s->idle_timeout = clamp_hint(req, "idle_timeout_seconds", cfg->idle_timeout_default,
+	s->plane = plane;
+	s->kernel = kernel;
+	s->idle_timeout = clamp_hint(req, "idle_timeout_seconds", idle_default,
 				     cfg->idle_timeout_max);
 	s->max_lifetime = clamp_hint(req, "max_lifetime_seconds", cfg->lifetime_default,
 				     cfg->lifetime_max);
@@ -399,6 +465,7 @@ static void op_create(Manager *m, Conn *c, json_object *req, const char *tenant)
 		m->sessions->prev = s;
 	m->sessions = s;
 	m->n_sessions++;
+	m->sessions_created++;
 	if (image)
 		log_info("SESSION_ID=%s image hint '%.64s' has no runtime profile: ignored", s->id,
 			 image);
@@ -429,6 +496,8 @@ static enum interp_kind tool_kind(const char *tool, bool *ok)
 		return INTERP_PYTHON;
 	if (tool && strcmp(tool, "bash") == 0)
 		return INTERP_BASH;
+	if (tool && strcmp(tool, "node") == 0)
+		return INTERP_NODE;
 	*ok = false;
 	return INTERP_PYTHON;
 }
@@ -467,6 +536,9 @@ static void op_exec(Manager *m, Conn *c, Session *s, json_object *req)
 			   0);
 		return;
 	}
+	/* A kernel-tier session serves Python through the IPython harness. */
+	if (kind == INTERP_PYTHON && s->kernel)
+		kind = INTERP_KERNEL;
 	run_start(s, c, kind, code, mode && strcmp(mode, "cell") == 0, (uint64_t)timeout_ms);
 }
 
@@ -478,21 +550,6 @@ static void op_destroy(Manager *m, Conn *c, json_object *req, const char *tenant
 	json_object_object_add(o, "existed", json_object_new_boolean(s != NULL));
 	if (s)
 		session_destroy(s, "released");
-	conn_reply(c, o, NULL, 0);
-}
-
-static void op_stats(Manager *m, Conn *c)
-{
-	json_object *o = reply_ok();
-	size_t zombies = 0;
-
-	for (Zombie *z = m->zombies; z; z = z->next)
-		zombies++;
-	json_object_object_add(o, "sessions", json_object_new_int64((int64_t)m->n_sessions));
-	json_object_object_add(o, "max_sessions", json_object_new_int64(m->cfg->max_sessions));
-	json_object_object_add(o, "tearing_down", json_object_new_int64((int64_t)zombies));
-	json_object_object_add(o, "cgroup",
-			       json_object_new_string(sandbox_env_cgroup_version(m->env)));
 	conn_reply(c, o, NULL, 0);
 }
 
@@ -521,6 +578,16 @@ void manager_handle_request(void *data, Conn *c, json_object *req)
 		op_destroy(m, c, req, tenant);
 	} else if (strcmp(op, "stats") == 0) {
 		op_stats(m, c);
+	} else if (strcmp(op, "metrics") == 0) {
+		op_metrics(m, c);
+	} else if (strcmp(op, "sessions") == 0) {
+		op_sessions(m, c, req, tenant);
+	} else if (strcmp(op, "session_info") == 0) {
+		if ((s = need_session(m, c, req, tenant)))
+			conn_reply(c, session_handle(s), NULL, 0);
+	} else if (strcmp(op, "kill") == 0 || strcmp(op, "drain") == 0 ||
+		   strcmp(op, "admin_sessions") == 0) {
+		op_admin(m, c, op, req);
 	} else if (strcmp(op, "put_commit") == 0) {
 		op_put_commit(m, c, req);
 	} else if (strcmp(op, "put_abort") == 0) {
@@ -664,21 +731,22 @@ static void cleanup_leftovers(Manager *m)
 	}
 }
 
+/* The command line init runs for each interpreter kind, inside the sandbox. */
 static int interp_argv_init(Manager *m)
 {
 	const PaddockConfig *cfg = m->cfg;
+	const char *const table[INTERP_KIND_COUNT][5] = {
+		[INTERP_PYTHON] = { cfg->python_bin, "-I", "-u", "/opt/paddock/harness.py" },
+		[INTERP_BASH] = { cfg->bash_bin, "--noprofile", "--norc",
+				  "/opt/paddock/harness.bash" },
+		[INTERP_NODE] = { cfg->node_bin, "/opt/paddock/harness.js" },
+		[INTERP_KERNEL] = { cfg->python_bin, "-I", "-u", "/opt/paddock/harness_kernel.py" },
+	};
 
-	m->python_argv[0] = strdup(cfg->python_bin);
-	m->python_argv[1] = strdup("-I");
-	m->python_argv[2] = strdup("-u");
-	m->python_argv[3] = strdup("/opt/paddock/harness.py");
-	m->bash_argv[0] = strdup(cfg->bash_bin);
-	m->bash_argv[1] = strdup("--noprofile");
-	m->bash_argv[2] = strdup("--norc");
-	m->bash_argv[3] = strdup("/opt/paddock/harness.bash");
-	for (int i = 0; i < 4; i++)
-		if (!m->python_argv[i] || !m->bash_argv[i])
-			return -ENOMEM;
+	for (int k = 0; k < INTERP_KIND_COUNT; k++)
+		for (int i = 0; table[k][i]; i++)
+			if (!(m->argv[k][i] = strdup(table[k][i])))
+				return -ENOMEM;
 	return 0;
 }
 
@@ -734,10 +802,9 @@ Manager *manager_free(Manager *m)
 		session_destroy(m->sessions, "shutdown");
 	zombies_drain(m);
 	loop_remove(m->loop, m->reclaim);
-	for (int i = 0; i < 8; i++) {
-		free(m->python_argv[i]);
-		free(m->bash_argv[i]);
-	}
+	for (int k = 0; k < INTERP_KIND_COUNT; k++)
+		for (int i = 0; i < 8; i++)
+			free(m->argv[k][i]);
 	sandbox_env_free(m->env);
 	store_close(m->store);
 	free(m->uids);

@@ -169,7 +169,7 @@ static int interp_spawn(Session *s, enum interp_kind kind)
 		"TERM=dumb",
 		NULL,
 	};
-	char *const *argv = kind == INTERP_PYTHON ? s->m->python_argv : s->m->bash_argv;
+	char *const *argv = s->m->argv[kind];
 	struct init_msg msg = { .op = INIT_SPAWN, .tag = (uint32_t)kind };
 	char blob[4096];
 	size_t off = 0;
@@ -239,9 +239,11 @@ static const char *timeout_text(const Run *run, char *buf, size_t len)
 	return buf;
 }
 
-static const char *tool_name(enum interp_kind k)
+const char *interp_kind_name(enum interp_kind k)
 {
-	return k == INTERP_PYTHON ? "python" : "bash";
+	static const char *const names[] = { "python", "bash", "node", "kernel" };
+
+	return k < INTERP_KIND_COUNT ? names[k] : "?";
 }
 
 static const char *run_outcome(const Run *run)
@@ -316,20 +318,29 @@ static void run_finish(Run *run)
 	json_object_object_add(o, "timed_out", json_object_new_boolean(run->timed_out));
 	json_object_object_add(o, "state_lost", json_object_new_boolean(run->lost_state));
 	json_object_object_add(o, "usage", usage);
+	json_object_object_add(o, "execution_count",
+			       json_object_new_int64((int64_t)s->execution_count));
 	json_object_object_add(o, "files", produced_files(s, &run->start_ts));
 	if (run->cell && run->reply) {
+		static const char *const keys[] = { "result", "error", "display" };
 		json_object *v;
 
-		if (json_object_object_get_ex(run->reply, "result", &v))
-			json_object_object_add(o, "result", json_object_get(v));
-		if (json_object_object_get_ex(run->reply, "error", &v))
-			json_object_object_add(o, "error", json_object_get(v));
+		/* The harness's notebook objects pass through; the worker shapes them. */
+		for (size_t i = 0; i < ARRAY_SIZE(keys); i++)
+			if (json_object_object_get_ex(run->reply, keys[i], &v))
+				json_object_object_add(o, keys[i], json_object_get(v));
+	}
+	{
+		const char *oc = run_outcome(run);
+		int idx = !strcmp(oc, "ok") ? 0 : !strcmp(oc, "error") ? 1 : !strcmp(oc, "timeout") ? 2 : 3;
+
+		m->runs_by_outcome[idx]++;
 	}
 	free(out);
 	free(err);
 	s->last_activity_at = now_real();
 	store_session_touch(m->store, s->id, s->last_activity_at);
-	store_exec_log(m->store, s->id, tool_name(run->kind), run->start_real, (int64_t)ms,
+	store_exec_log(m->store, s->id, interp_kind_name(run->kind), run->start_real, (int64_t)ms,
 		       run->return_code, run_outcome(run));
 	if (run->conn)
 		conn_reply(run->conn, o, NULL, 0);
@@ -441,7 +452,7 @@ static void interp_flush_request(Interp *ip)
 static int encode_request(const Run *run, char **buf, size_t *len)
 {
 	if (run->kind == INTERP_BASH) {
-		/* Bash reads one NUL-terminated command. */
+		/* Bash reads one NUL-terminated command; the other harnesses JSON lines. */
 		size_t n = strlen(run->code);
 
 		*buf = malloc(n + 1);
@@ -633,7 +644,7 @@ static void on_spawned(Session *s, const struct init_msg *msg, int *fds, size_t 
 		return;
 	}
 	ip->state = INTERP_READY;
-	log_debug("SESSION_ID=%s %s started, pid %d", s->id, tool_name(ip->kind), ip->host_pid);
+	log_debug("SESSION_ID=%s %s started, pid %d", s->id, interp_kind_name(ip->kind), ip->host_pid);
 	if (run && run->kind == ip->kind && run->phase == RUN_STARTING)
 		run_send(run);
 }
@@ -822,6 +833,7 @@ void run_start(Session *s, Conn *c, enum interp_kind kind, const char *code, boo
 	sandbox_usage(s->m->env, s->id, &run->usage0);
 	run->phase = RUN_STARTING;
 	s->run = run;
+	s->execution_count++;
 	s->last_activity_at = now_real();
 	if (ip->state == INTERP_READY) {
 		run_send(run);

@@ -46,6 +46,7 @@ struct Conn {
 	bool dispatching;    /* inside the request callback: defer frees */
 	bool dead;	     /* freed while dispatching; free on return */
 	void *data;	     /* the handler's per-connection state */
+	uid_t peer_uid;	     /* who connected */
 	Conn *prev, *next;
 };
 
@@ -173,6 +174,11 @@ void conn_reply(Conn *c, struct json_object *reply, int *fds, size_t nfds)
 	conn_flush(c);
 }
 
+uid_t conn_peer_uid(const Conn *c)
+{
+	return c->peer_uid;
+}
+
 void *conn_get_data(Conn *c)
 {
 	return c->data;
@@ -297,13 +303,14 @@ static void on_conn_event(Loop *l, int fd, uint32_t events, void *data)
 	}
 }
 
-static bool peer_allowed(Server *s, int fd)
+static bool peer_allowed(Server *s, int fd, uid_t *uid)
 {
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
 
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
 		return false;
+	*uid = cred.uid;
 	return cred.uid == 0 || (s->worker_uid != (uid_t)-1 && cred.uid == s->worker_uid) ||
 	       (s->group != (gid_t)-1 && cred.gid == s->group);
 }
@@ -316,13 +323,14 @@ static void on_accept(Loop *l, int fd, uint32_t events, void *data)
 	for (;;) {
 		int cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 		Conn *c;
+		uid_t uid = (uid_t)-1;
 
 		if (cfd < 0) {
 			if (errno != EAGAIN && errno != EINTR)
 				log_warn("accept: %m");
 			return;
 		}
-		if (!peer_allowed(s, cfd)) {
+		if (!peer_allowed(s, cfd, &uid)) {
 			log_warn("refused a connection from a peer outside the worker group");
 			close(cfd);
 			continue;
@@ -334,6 +342,7 @@ static void on_accept(Loop *l, int fd, uint32_t events, void *data)
 		}
 		c->srv = s;
 		c->fd = cfd;
+		c->peer_uid = uid;
 		if (loop_add_fd(l, cfd, EPOLLIN | EPOLLRDHUP, on_conn_event, c, &c->src) < 0) {
 			close(cfd);
 			free(c);

@@ -24,6 +24,9 @@ Server *server_free(Server *s);
 /* Send a reply. Takes reply (put) and the fds (closed once sent or on failure). */
 void conn_reply(Conn *c, struct json_object *reply, int *fds, size_t nfds);
 
+/* The uid of the process at the other end (SO_PEERCRED at accept). */
+uid_t conn_peer_uid(const Conn *c);
+
 /* A pointer the request handler keeps per connection (e.g. a pending upload). */
 void *conn_get_data(Conn *c);
 void conn_set_data(Conn *c, void *data);

@@ -19,7 +19,16 @@
 #define SESSION_ID_MAX 128
 
 /* The interpreters a session can hold, one of each at most. */
-enum interp_kind { INTERP_PYTHON, INTERP_BASH, INTERP_KIND_COUNT };
+enum interp_kind {
+	INTERP_PYTHON,	/* the stdlib harness */
+	INTERP_BASH,	/* a persistent bash */
+	INTERP_NODE,	/* the node harness (vm context) */
+	INTERP_KERNEL,	/* Python with IPython semantics (the kernel tier) */
+	INTERP_KIND_COUNT
+};
+
+/* Which API made a session: each has its own cap and idle default. */
+enum session_plane { PLANE_OTARI, PLANE_CODE };
 
 enum interp_state {
 	INTERP_DEAD,	 /* not running; started on demand */
@@ -99,6 +108,9 @@ struct Session {
 	EditorUndo *undo;
 	Interp interps[INTERP_KIND_COUNT];
 	Run *run;		/* the execution in flight, or NULL */
+	enum session_plane plane;
+	bool kernel;		/* Python is served by the kernel tier */
+	uint64_t execution_count; /* calls run so far (the code plane's cell counter) */
 	uint32_t seq;		/* last init request number */
 	Session *prev, *next;
 };
@@ -124,8 +136,11 @@ struct Manager {
 	Zombie *zombies;	/* sandboxes being torn down */
 	uint8_t *uids;		/* one byte per uid in the range: in use */
 	LoopSource *reclaim;	/* periodic reclaim timer */
-	char *python_argv[8];	/* how init starts each interpreter */
-	char *bash_argv[8];
+	char *argv[INTERP_KIND_COUNT][8]; /* how init starts each interpreter */
+	bool draining;		/* no new sessions; existing ones run on */
+	uint64_t runs_by_outcome[4]; /* ok, error, timeout, killed */
+	uint64_t kills_by_reason[4]; /* released, idle, lifetime, other */
+	uint64_t sessions_created;
 };
 
 /* manager.c */
@@ -136,11 +151,20 @@ json_object *reply_ok(void);
 const char *req_string(json_object *req, const char *key);
 bool req_int(json_object *req, const char *key, int64_t *v);
 
+json_object *session_handle(const Session *s);
+
+/* admin.c */
+void op_stats(Manager *m, Conn *c);
+void op_metrics(Manager *m, Conn *c);
+void op_sessions(Manager *m, Conn *c, json_object *req, const char *tenant);
+void op_admin(Manager *m, Conn *c, const char *op, json_object *req);
+
 /* run.c */
 void run_start(Session *s, Conn *c, enum interp_kind kind, const char *code, bool cell,
 	       uint64_t timeout_ms);
 void run_abort(Session *s, const char *why);
 void run_conn_closed(Manager *m, Conn *c);
+const char *interp_kind_name(enum interp_kind k);
 void session_on_init_event(Loop *l, int fd, uint32_t events, void *data);
 void interp_close(Interp *ip);
 void interp_destroy(Interp *ip);

@@ -1,0 +1,177 @@
+/* SPDX-License-Identifier: MIT */
+/* Operator requests: listing, stats, Prometheus metrics, kill and drain (root only). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cleanup.h"
+#include "log.h"
+#include "session.h"
+
+static size_t zombie_count(const Manager *m)
+{
+	size_t n = 0;
+
+	for (const Zombie *z = m->zombies; z; z = z->next)
+		n++;
+	return n;
+}
+
+void op_stats(Manager *m, Conn *c)
+{
+	const PaddockConfig *cfg = m->cfg;
+	json_object *o = reply_ok(), *lim = json_object_new_object();
+	size_t running = 0;
+
+	for (Session *s = m->sessions; s; s = s->next)
+		running += s->run != NULL;
+	json_object_object_add(o, "sessions", json_object_new_int64((int64_t)m->n_sessions));
+	json_object_object_add(o, "running", json_object_new_int64((int64_t)running));
+	json_object_object_add(o, "max_sessions", json_object_new_int64(cfg->max_sessions));
+	json_object_object_add(o, "tearing_down", json_object_new_int64((int64_t)zombie_count(m)));
+	json_object_object_add(o, "draining", json_object_new_boolean(m->draining));
+	json_object_object_add(o, "cgroup",
+			       json_object_new_string(sandbox_env_cgroup_version(m->env)));
+	json_object_object_add(o, "node", json_object_new_string(cfg->node_name));
+	json_object_object_add(lim, "memory_bytes", json_object_new_int64(cfg->memory_max_bytes));
+	json_object_object_add(lim, "pids", json_object_new_int64(cfg->pids_max));
+	json_object_object_add(lim, "cpu_percent", json_object_new_int64(cfg->cpu_quota_percent));
+	json_object_object_add(lim, "workspace_bytes", json_object_new_int64(cfg->workspace_bytes));
+	json_object_object_add(lim, "tmp_bytes", json_object_new_int64(cfg->tmp_bytes));
+	json_object_object_add(lim, "exec_timeout_max", json_object_new_int64(cfg->exec_timeout_max));
+	json_object_object_add(lim, "output_max_bytes", json_object_new_int64(cfg->output_max_bytes));
+	json_object_object_add(o, "limits", lim);
+	conn_reply(c, o, NULL, 0);
+}
+
+/* Prometheus text exposition of the daemon's counters and gauges. */
+void op_metrics(Manager *m, Conn *c)
+{
+	static const char *const outcomes[] = { "ok", "error", "timeout", "killed" };
+	static const char *const reasons[] = { "released", "idle", "lifetime", "other" };
+	_cleanup_free_ char *text = NULL;
+	size_t len = 0, running = 0;
+	FILE *f = open_memstream(&text, &len);
+	json_object *o;
+
+	if (!f) {
+		conn_reply(c, reply_error("internal", "out of memory"), NULL, 0);
+		return;
+	}
+	for (Session *s = m->sessions; s; s = s->next)
+		running += s->run != NULL;
+	fprintf(f, "# HELP paddock_sessions Live sessions.\n# TYPE paddock_sessions gauge\n");
+	fprintf(f, "paddock_sessions %zu\n", m->n_sessions);
+	fprintf(f, "# HELP paddock_sessions_running Sessions running a call now.\n"
+		   "# TYPE paddock_sessions_running gauge\npaddock_sessions_running %zu\n",
+		running);
+	fprintf(f, "# HELP paddock_sessions_max The session cap.\n"
+		   "# TYPE paddock_sessions_max gauge\npaddock_sessions_max %lld\n",
+		(long long)m->cfg->max_sessions);
+	fprintf(f, "# HELP paddock_sessions_created_total Sessions created.\n"
+		   "# TYPE paddock_sessions_created_total counter\n"
+		   "paddock_sessions_created_total %llu\n",
+		(unsigned long long)m->sessions_created);
+	fprintf(f, "# HELP paddock_sandboxes_tearing_down Sandboxes being removed.\n"
+		   "# TYPE paddock_sandboxes_tearing_down gauge\n"
+		   "paddock_sandboxes_tearing_down %zu\n",
+		zombie_count(m));
+	fprintf(f, "# HELP paddock_executions_total Calls run, by outcome.\n"
+		   "# TYPE paddock_executions_total counter\n");
+	for (size_t i = 0; i < ARRAY_SIZE(outcomes); i++)
+		fprintf(f, "paddock_executions_total{outcome=\"%s\"} %llu\n", outcomes[i],
+			(unsigned long long)m->runs_by_outcome[i]);
+	fprintf(f, "# HELP paddock_sessions_ended_total Sessions ended, by reason.\n"
+		   "# TYPE paddock_sessions_ended_total counter\n");
+	for (size_t i = 0; i < ARRAY_SIZE(reasons); i++)
+		fprintf(f, "paddock_sessions_ended_total{reason=\"%s\"} %llu\n", reasons[i],
+			(unsigned long long)m->kills_by_reason[i]);
+	fclose(f);
+	o = reply_ok();
+	json_object_object_add(o, "text", json_object_new_string_len(text ? text : "", (int)len));
+	conn_reply(c, o, NULL, 0);
+}
+
+static bool same_tenant(const Session *s, const char *tenant)
+{
+	if (!s->tenant || !tenant)
+		return !s->tenant && !tenant;
+	return strcmp(s->tenant, tenant) == 0;
+}
+
+/* The caller's sessions; plane narrows to one API's. */
+void op_sessions(Manager *m, Conn *c, json_object *req, const char *tenant)
+{
+	const char *plane = req_string(req, "plane");
+	json_object *o = reply_ok(), *arr = json_object_new_array();
+
+	for (Session *s = m->sessions; s; s = s->next) {
+		json_object *h;
+
+		if (!same_tenant(s, tenant))
+			continue;
+		if (plane && strcmp(plane, s->plane == PLANE_CODE ? "code" : "otari") != 0)
+			continue;
+		h = session_handle(s);
+		json_object_object_del(h, "ok");
+		json_object_array_add(arr, h);
+	}
+	json_object_object_add(o, "sessions", arr);
+	conn_reply(c, o, NULL, 0);
+}
+
+/* Every session with its tenant and resource use, for paddockctl. */
+static json_object *admin_session(Session *s)
+{
+	SandboxUsage u = { 0 };
+	json_object *h = session_handle(s);
+
+	json_object_object_del(h, "ok");
+	sandbox_usage(s->m->env, s->id, &u);
+	json_object_object_add(h, "tenant", s->tenant ? json_object_new_string(s->tenant) : NULL);
+	json_object_object_add(h, "uid", json_object_new_int64(s->uid));
+	json_object_object_add(h, "init_pid", json_object_new_int64(s->sb.pid));
+	json_object_object_add(h, "memory_bytes", json_object_new_int64((int64_t)u.memory_current));
+	json_object_object_add(h, "cpu_ms", json_object_new_int64((int64_t)(u.cpu_ns / 1000000)));
+	json_object_object_add(h, "pids", json_object_new_int64((int64_t)u.pids_current));
+	return h;
+}
+
+void op_admin(Manager *m, Conn *c, const char *op, json_object *req)
+{
+	if (conn_peer_uid(c) != 0) {
+		conn_reply(c, reply_error("forbidden", "operator requests need root"), NULL, 0);
+		return;
+	}
+	if (strcmp(op, "admin_sessions") == 0) {
+		json_object *o = reply_ok(), *arr = json_object_new_array();
+
+		for (Session *s = m->sessions; s; s = s->next)
+			json_object_array_add(arr, admin_session(s));
+		json_object_object_add(o, "sessions", arr);
+		conn_reply(c, o, NULL, 0);
+	} else if (strcmp(op, "kill") == 0) {
+		const char *id = req_string(req, "session_id");
+		json_object *o = reply_ok();
+		bool found = false;
+
+		for (Session *s = m->sessions; s && id; s = s->next)
+			if (strcmp(s->id, id) == 0) {
+				session_destroy(s, "operator");
+				found = true;
+				break;
+			}
+		json_object_object_add(o, "existed", json_object_new_boolean(found));
+		conn_reply(c, o, NULL, 0);
+	} else {
+		json_object *v, *o = reply_ok();
+
+		/* drain: {"on": false} resumes; the reply says how many sessions remain. */
+		m->draining = !json_object_object_get_ex(req, "on", &v) || json_object_get_boolean(v);
+		log_info("draining %s", m->draining ? "on" : "off");
+		json_object_object_add(o, "draining", json_object_new_boolean(m->draining));
+		json_object_object_add(o, "sessions", json_object_new_int64((int64_t)m->n_sessions));
+		conn_reply(c, o, NULL, 0);
+	}
+}

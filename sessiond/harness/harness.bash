@@ -1,0 +1,84 @@
+if [[ ${#BASH_SOURCE[@]} -gt 1 ]]; then builtin eval "$__paddock_prefix$__paddock_cmd"; builtin return; fi
+# SPDX-License-Identifier: MIT
+#
+# paddock's persistent bash harness. The sandbox's init starts it as
+#   /bin/bash --noprofile --norc /opt/paddock/harness.bash
+# with fd 0 = /dev/null, fd 1 and 2 = pipes read by sessiond, fd 3 = the
+# control socket. Protocol (docs/harness-protocol.md): a request is the
+# command's bytes followed by one NUL byte; the reply is its exit status in
+# decimal followed by "\n".
+#
+# The first line above must stay the first line. Each command runs by sourcing
+# this file again (the main loop below does that): a sourced file runs in the
+# main shell's scope, so `cd`, `export`, `declare -A` and functions persist,
+# and, unlike a bare `eval`, it can be cut short by `return` from the SIGINT
+# trap. Being on line 1, the eval also keeps bash's "line N" messages equal to
+# the user's own line numbers.
+
+# Keep the control socket away from fd 3, which scripts like to use.
+exec 63<&3 3<&-
+
+__paddock_self=${BASH_SOURCE[0]}
+[[ $__paddock_self == /* ]] || __paddock_self=$PWD/$__paddock_self
+__paddock_cmd=
+__paddock_prefix=
+__paddock_busy=
+__paddock_flags=
+
+# sessiond interrupts a run that outlives its timeout with SIGINT to the whole
+# process group. The foreground command gets it too and (normally) dies; bash
+# then runs this trap, which ends the sourced command list with status 130 and
+# leaves the shell alive with its state. Idle, the trap does nothing.
+# - Inside a user function, `return` only leaves that function, so the trap
+#   signals the shell again: it fires once more in the caller, and so on down
+#   to the sourced level.
+# - errexit is switched off first (or `set -e` would end the shell on the
+#   130); the loop restores the user's flags afterwards.
+trap '
+	if [[ -n ${__paddock_busy-} ]]; then
+		[[ -n $__paddock_flags ]] || __paddock_flags=$-
+		set +e
+		if [[ ${#FUNCNAME[@]} -gt 0 ]]; then
+			builtin kill -INT "$BASHPID"
+		else
+			__paddock_busy=
+		fi
+		builtin return 130
+	fi' INT
+
+# Turns the user's xtrace/verbose back on as the first thing the command does,
+# so the harness's own lines are never traced.
+__paddock_trace_prefix() {
+	__paddock_prefix=
+	[[ $__paddock_flags == *x* ]] && __paddock_prefix+='set -x; '
+	[[ $__paddock_flags == *v* ]] && __paddock_prefix+='set -v; '
+	builtin return 0
+}
+
+while :; do
+	__paddock_cmd=
+	__paddock_status=0
+	# read stops at the NUL; -r keeps backslashes, empty IFS keeps blanks.
+	# (`||` so that a user's `set -e` cannot end the loop here.)
+	IFS= builtin read -r -d '' -u 63 __paddock_cmd || __paddock_status=$?
+	if [[ $__paddock_status -eq 1 ]]; then
+		builtin exit 0 # end of file: sessiond is done with us
+	elif [[ $__paddock_status -ne 0 ]]; then
+		builtin continue # a signal interrupted the wait
+	fi
+	__paddock_trace_prefix
+	__paddock_busy=1
+	__paddock_flags=
+	# stdin is /dev/null for every command; fd 63 is closed for the command's
+	# duration (bash keeps a close-on-exec copy) so no child inherits it.
+	builtin source "$__paddock_self" </dev/null 63>&-
+	{
+		__paddock_status=$?
+		__paddock_busy=
+		# The trap saved the flags already when it fired.
+		[[ -n $__paddock_flags ]] || __paddock_flags=$-
+		[[ $__paddock_flags == *e* ]] && set -e
+		set +xv
+	} 2>/dev/null
+	builtin printf '%d\n' "$__paddock_status" >&63
+done
