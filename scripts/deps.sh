@@ -12,6 +12,8 @@ packages=(
 	nginx-light python3 bash nodejs
 	# tests, benches and the README walk-through
 	python3-pytest python3-requests python3-jsonschema python3-yaml curl procps
+	# make bench: load generator, plots, instruction counts
+	wrk python3-matplotlib valgrind
 )
 
 if [ "$(id -u)" -ne 0 ]; then
