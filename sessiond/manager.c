@@ -100,6 +100,16 @@ static int session_id_new(const char *node, char *out, size_t outlen)
 	return 0;
 }
 
+bool uid_mark(Manager *m, uid_t uid)
+{
+	int64_t i = (int64_t)uid - m->cfg->uid_base;
+
+	if (i < 0 || i >= m->cfg->uid_count || m->uids[i])
+		return false;
+	m->uids[i] = 1;
+	return true;
+}
+
 static int uid_take(Manager *m, uid_t *uid)
 {
 	for (int64_t i = 0; i < m->cfg->uid_count; i++)
@@ -111,7 +121,7 @@ static int uid_take(Manager *m, uid_t *uid)
 	return -EAGAIN;
 }
 
-static void uid_release(Manager *m, uid_t uid)
+void uid_release(Manager *m, uid_t uid)
 {
 	int64_t i = (int64_t)uid - m->cfg->uid_base;
 
@@ -149,7 +159,7 @@ static bool session_exists(Manager *m, const char *id)
 
 /* ---- teardown ---- */
 
-static void zombie_free(Zombie *z)
+void zombie_free(Zombie *z)
 {
 	Manager *m = z->m;
 
@@ -188,7 +198,7 @@ static void zombie_reap_step(Loop *l, void *data)
 	zombie_free(z);
 }
 
-static void on_zombie_exit(Loop *l, int fd, uint32_t events, void *data)
+void on_zombie_exit(Loop *l, int fd, uint32_t events, void *data)
 {
 	Zombie *z = data;
 
@@ -267,6 +277,33 @@ static int64_t clamp_hint(json_object *req, const char *key, int64_t def, int64_
 	return v < max ? v : max;
 }
 
+Session *session_alloc(Manager *m)
+{
+	Session *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	s->m = m;
+	s->sb = (Sandbox){ .pidfd = -1, .ctl_fd = -1 };
+	s->ws_fd = -1;
+	for (int k = 0; k < INTERP_KIND_COUNT; k++)
+		s->interps[k] = (Interp){ .s = s, .kind = k, .pidfd = -1, .ctl = -1, .out = -1,
+					  .err = -1 };
+	return s;
+}
+
+void session_link(Session *s)
+{
+	Manager *m = s->m;
+
+	s->prev = NULL;
+	s->next = m->sessions;
+	if (m->sessions)
+		m->sessions->prev = s;
+	m->sessions = s;
+	m->n_sessions++;
+}
+
 static int session_new(Manager *m, const char *id, const char *tenant, Session **ret)
 {
 	SandboxLimits lim = {
@@ -280,15 +317,9 @@ static int session_new(Manager *m, const char *id, const char *tenant, Session *
 	Session *s;
 	int r = 0;
 
-	s = calloc(1, sizeof(*s));
+	s = session_alloc(m);
 	if (!s)
 		return -ENOMEM;
-	s->m = m;
-	s->sb = (Sandbox){ .pidfd = -1, .ctl_fd = -1 };
-	s->ws_fd = -1;
-	for (int k = 0; k < INTERP_KIND_COUNT; k++)
-		s->interps[k] = (Interp){ .s = s, .kind = k, .pidfd = -1, .ctl = -1, .out = -1,
-					  .err = -1 };
 	if (id)
 		snprintf(s->id, sizeof(s->id), "%s", id);
 	else
@@ -330,15 +361,7 @@ fail_sandbox:
 	/* The rest is torn down like any dying session's. */
 	s->sb.ctl_fd = -1;
 	s->ctl_src = NULL;
-	m->n_sessions++; /* session_destroy unlinks; it was never linked */
-	s->prev = s->next = NULL;
-	if (m->sessions == NULL)
-		m->sessions = s;
-	else {
-		s->next = m->sessions;
-		m->sessions->prev = s;
-		m->sessions = s;
-	}
+	session_link(s); /* session_destroy unlinks */
 	session_destroy(s, "setup failed");
 	return r;
 fail_wsfd:
@@ -460,11 +483,7 @@ static void op_create(Manager *m, Conn *c, json_object *req, const char *tenant)
 	s->max_lifetime = clamp_hint(req, "max_lifetime_seconds", cfg->lifetime_default,
 				     cfg->lifetime_max);
 	s->created_at = s->last_activity_at = now_real();
-	s->next = m->sessions;
-	if (m->sessions)
-		m->sessions->prev = s;
-	m->sessions = s;
-	m->n_sessions++;
+	session_link(s);
 	m->sessions_created++;
 	if (image)
 		log_info("SESSION_ID=%s image hint '%.64s' has no runtime profile: ignored", s->id,
@@ -473,7 +492,8 @@ static void op_create(Manager *m, Conn *c, json_object *req, const char *tenant)
 			    .created_at = s->created_at, .last_activity_at = s->last_activity_at,
 			    .idle_timeout = s->idle_timeout, .max_lifetime = s->max_lifetime,
 			    .image = (char *)image, .init_pid = s->sb.pid,
-			    .init_ctl_fd = s->sb.ctl_fd_in_init };
+			    .init_ctl_fd = s->sb.ctl_fd_in_init,
+			    .plane = plane == PLANE_CODE ? "code" : "otari", .kernel = kernel };
 	r = store_session_insert(m->store, &row);
 	if (r < 0) {
 		log_err("SESSION_ID=%s cannot record the session: %s", s->id, strerror(-r));
@@ -644,7 +664,7 @@ static void on_reclaim(Loop *l, void *data)
 /* ---- start and stop ---- */
 
 /* Wait for every zombie synchronously: only at shutdown, when blocking is fine. */
-static void zombies_drain(Manager *m)
+void zombies_drain(Manager *m)
 {
 	while (m->zombies) {
 		Zombie *z = m->zombies;
@@ -667,8 +687,8 @@ static void zombies_drain(Manager *m)
 	}
 }
 
-/* Remove what a crash left: rows with no live sandbox, cgroups and workspaces with no row. */
-static void cleanup_leftovers(Manager *m)
+/* Re-adopt the sandboxes an earlier run of the daemon left alive; clean the rest. */
+static void adopt_or_clean(Manager *m)
 {
 	SessionRow *rows = NULL;
 	size_t n = 0;
@@ -677,40 +697,16 @@ static void cleanup_leftovers(Manager *m)
 
 	if (store_sessions_load(m->store, &rows, &n) == 0) {
 		for (size_t i = 0; i < n; i++) {
-			int pidfd = (int)syscall(SYS_pidfd_open, rows[i].init_pid, 0);
+			int r = session_adopt(m, &rows[i]);
 
-			/* Re-adoption is not done yet: a surviving sandbox is stopped. */
-			if (pidfd >= 0) {
-				Zombie *z = calloc(1, sizeof(*z));
-				char path[64], buf[4096];
-				int fd;
-				ssize_t len = -1;
-
-				snprintf(path, sizeof(path), "/proc/%d/cgroup", rows[i].init_pid);
-				fd = open(path, O_RDONLY | O_CLOEXEC);
-				if (fd >= 0) {
-					len = read(fd, buf, sizeof(buf) - 1);
-					close(fd);
-				}
-				/* Only kill the pid if it still is that session's init. */
-				if (len > 0) {
-					buf[len] = '\0';
-					if (strstr(buf, rows[i].id))
-						syscall(SYS_pidfd_send_signal, pidfd, SIGKILL,
-							NULL, 0);
-				}
-				if (z) {
-					*z = (Zombie){ .m = m, .uid = (uid_t)-1, .pidfd = pidfd };
-					snprintf(z->id, sizeof(z->id), "%s", rows[i].id);
-					z->next = m->zombies;
-					if (m->zombies)
-						m->zombies->prev = z;
-					m->zombies = z;
-				} else {
-					close(pidfd);
-				}
+			if (r == 0) {
+				log_info("SESSION_ID=%s re-adopted (init pid %d)", rows[i].id,
+					 rows[i].init_pid);
+				continue;
 			}
-			log_info("SESSION_ID=%s left by an earlier run: cleaned", rows[i].id);
+			log_info("SESSION_ID=%s left by an earlier run cannot be re-adopted (%s): "
+				 "cleaned", rows[i].id, strerror(-r));
+			session_remains_kill(m, &rows[i]);
 			store_session_delete(m->store, rows[i].id);
 		}
 		session_rows_free(rows, n);
@@ -718,13 +714,19 @@ static void cleanup_leftovers(Manager *m)
 	zombies_drain(m);
 	if (sandbox_list_leftovers(m->env, &ids, &nids) == 0) {
 		for (size_t i = 0; i < nids; i++) {
-			for (int t = 0; t < ZOMBIE_MAX_TRIES; t++) {
-				if (sandbox_cgroup_remove(m->env, ids[i]) != -EBUSY)
-					break;
-				usleep(ZOMBIE_RETRY_MS * 1000);
+			bool live = false;
+
+			for (Session *s = m->sessions; s && !live; s = s->next)
+				live = strcmp(s->id, ids[i]) == 0;
+			if (!live) {
+				for (int t = 0; t < ZOMBIE_MAX_TRIES; t++) {
+					if (sandbox_cgroup_remove(m->env, ids[i]) != -EBUSY)
+						break;
+					usleep(ZOMBIE_RETRY_MS * 1000);
+				}
+				workspace_destroy(m->env, ids[i]);
+				log_info("SESSION_ID=%s orphaned sandbox remains removed", ids[i]);
 			}
-			workspace_destroy(m->env, ids[i]);
-			log_info("SESSION_ID=%s orphaned sandbox remains removed", ids[i]);
 			free(ids[i]);
 		}
 		free(ids);
@@ -783,7 +785,7 @@ int manager_new(const PaddockConfig *cfg, Loop *loop, Manager **ret)
 	}
 	log_info("cgroup %s; sessions up to %lld", sandbox_env_cgroup_version(m->env),
 		 (long long)cfg->max_sessions);
-	cleanup_leftovers(m);
+	adopt_or_clean(m);
 	r = loop_add_timer(loop, (uint64_t)cfg->reclaim_interval_ms, on_reclaim, m, &m->reclaim);
 	if (r < 0)
 		goto fail;

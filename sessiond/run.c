@@ -131,7 +131,7 @@ static pid_t pidfd_host_pid(int pidfd)
 	return p ? (pid_t)strtol(p + 5, NULL, 10) : -1;
 }
 
-static int send_init(Session *s, struct init_msg *msg, const char *blob, size_t bloblen)
+int session_send_init(Session *s, struct init_msg *msg, const char *blob, size_t bloblen)
 {
 	char buf[INIT_MSG_MAX];
 
@@ -183,7 +183,7 @@ static int interp_spawn(Session *s, enum interp_kind kind)
 	off = blob_add(blob, off, sizeof(blob), "");
 	if (off > sizeof(blob))
 		return -E2BIG;
-	r = send_init(s, &msg, blob, off);
+	r = session_send_init(s, &msg, blob, off);
 	if (r < 0)
 		return r;
 	s->interps[kind].state = INTERP_STARTING;
@@ -200,7 +200,7 @@ static int send_kill(Session *s, bool keep_interps)
 		for (int k = 0; k < INTERP_KIND_COUNT && n < INIT_KEEP_MAX; k++)
 			if (s->interps[k].state == INTERP_READY)
 				msg.keep[n++] = s->interps[k].ns_pid;
-	return send_init(s, &msg, NULL, 0);
+	return session_send_init(s, &msg, NULL, 0);
 }
 
 /* ---- the run ---- */
@@ -339,7 +339,8 @@ static void run_finish(Run *run)
 	free(out);
 	free(err);
 	s->last_activity_at = now_real();
-	store_session_touch(m->store, s->id, s->last_activity_at);
+	store_session_touch(m->store, s->id, s->last_activity_at,
+			    (int64_t)s->execution_count);
 	store_exec_log(m->store, s->id, interp_kind_name(run->kind), run->start_real, (int64_t)ms,
 		       run->return_code, run_outcome(run));
 	if (run->conn)
@@ -449,7 +450,7 @@ static void interp_flush_request(Interp *ip)
 	loop_modify_fd(ip->s->m->loop, ip->ctl_src, EPOLLIN);
 }
 
-static int encode_request(const Run *run, char **buf, size_t *len)
+static int encode_request(const Run *run, uint64_t id, char **buf, size_t *len)
 {
 	if (run->kind == INTERP_BASH) {
 		/* Bash reads one NUL-terminated command; the other harnesses JSON lines. */
@@ -466,6 +467,8 @@ static int encode_request(const Run *run, char **buf, size_t *len)
 		const char *txt;
 		size_t n;
 
+		/* The id comes back in the reply: a reply to an older request is dropped. */
+		json_object_object_add(o, "id", json_object_new_int64((int64_t)id));
 		json_object_object_add(o, "code", json_object_new_string(run->code));
 		json_object_object_add(o, "mode", json_object_new_string(run->cell ? "cell" : "otari"));
 		txt = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN, &n);
@@ -488,7 +491,8 @@ static void run_send(Run *run)
 	/* Output left from between runs is not this run's. */
 	outbuf_clear(&ip->out_buf);
 	outbuf_clear(&ip->err_buf);
-	if (encode_request(run, &ip->wbuf, &ip->wlen) < 0) {
+	ip->expect_id = ++run->s->m->request_seq;
+	if (encode_request(run, ip->expect_id, &ip->wbuf, &ip->wlen) < 0) {
 		run_note(run, "internal error: out of memory");
 		run->return_code = 1;
 		run_finish(run);
@@ -510,8 +514,11 @@ static void run_send(Run *run)
 
 static int reply_return_code(Run *run, const char *line)
 {
-	if (run->kind == INTERP_BASH)
-		return (int)strtol(line, NULL, 10);
+	if (run->kind == INTERP_BASH) {
+		const char *sp = strchr(line, ' ');
+
+		return (int)strtol(sp ? sp + 1 : line, NULL, 10);
+	}
 	run->reply = json_tokener_parse(line);
 	if (run->reply) {
 		json_object *rc;
@@ -522,13 +529,69 @@ static int reply_return_code(Run *run, const char *line)
 	return 1;
 }
 
-static void interp_on_reply(Interp *ip, char *line)
+/* The request id a reply names, or 0 when it names none. */
+static uint64_t reply_id(const Interp *ip, const char *line)
+{
+	if (ip->kind == INTERP_BASH) {
+		const char *sp = strchr(line, ' ');
+
+		return sp ? strtoull(line, NULL, 10) : 0;
+	}
+	{
+		const char *p = strstr(line, "\"id\":");
+
+		return p ? strtoull(p + 5, NULL, 10) : 0;
+	}
+}
+
+/* A no-op request after re-adoption: its reply proves the interpreter is idle. */
+static void interp_probe(Interp *ip)
+{
+	char buf[64];
+	int n;
+
+	ip->expect_id = ++ip->s->m->request_seq;
+	if (ip->kind == INTERP_BASH)
+		n = snprintf(buf, sizeof(buf), "%llu\n:", (unsigned long long)ip->expect_id) + 1;
+	else
+		n = snprintf(buf, sizeof(buf), "{\"id\":%llu,\"code\":\"pass\",\"mode\":\"otari\"}\n",
+			     (unsigned long long)ip->expect_id);
+	ip->wbuf = malloc((size_t)n);
+	if (!ip->wbuf)
+		return;
+	memcpy(ip->wbuf, buf, (size_t)n);
+	ip->wlen = (size_t)n;
+	ip->woff = 0;
+	ip->probing = true;
+	interp_flush_request(ip);
+}
+
+static void probe_done(Interp *ip)
 {
 	Run *run = ip->s->run;
 
+	ip->probing = false;
+	ip->expect_id = 0;
+	if (run && run->kind == ip->kind && run->phase == RUN_STARTING && !ip->s->adopting)
+		run_send(run);
+}
+
+static void interp_on_reply(Interp *ip, char *line)
+{
+	Run *run = ip->s->run;
+	uint64_t id = reply_id(ip, line);
+
+	/* Replies to requests of a daemon that died, or forged by user code, are dropped. */
+	if (id && id != ip->expect_id)
+		return;
+	if (ip->probing) {
+		probe_done(ip);
+		return;
+	}
 	if (!run || run->kind != ip->kind ||
 	    (run->phase != RUN_RUNNING && run->phase != RUN_INTERRUPTED))
-		return; /* a reply nobody waits for (forged by user code, or late) */
+		return; /* a reply nobody waits for */
+	ip->expect_id = 0;
 	drain_all(ip);
 	run->return_code = reply_return_code(run, line);
 	run->interrupted_ok = run->phase == RUN_INTERRUPTED;
@@ -622,7 +685,8 @@ static void on_spawned(Session *s, const struct init_msg *msg, int *fds, size_t 
 	Run *run = s->run;
 
 	if (msg->tag >= INTERP_KIND_COUNT || nfds != 4 ||
-	    s->interps[msg->tag].state != INTERP_STARTING) {
+	    !(s->interps[msg->tag].state == INTERP_STARTING ||
+	      (s->adopting && s->interps[msg->tag].state == INTERP_DEAD))) {
 		for (size_t i = 0; i < nfds; i++)
 			close(fds[i]);
 		return;
@@ -645,6 +709,10 @@ static void on_spawned(Session *s, const struct init_msg *msg, int *fds, size_t 
 	}
 	ip->state = INTERP_READY;
 	log_debug("SESSION_ID=%s %s started, pid %d", s->id, interp_kind_name(ip->kind), ip->host_pid);
+	if (s->adopting) {
+		interp_probe(ip);
+		return;
+	}
 	if (run && run->kind == ip->kind && run->phase == RUN_STARTING)
 		run_send(run);
 }
@@ -799,6 +867,10 @@ void session_on_init_event(Loop *l, int fd, uint32_t events, void *data)
 		case INIT_ERROR:
 			on_init_error(s, &msg);
 			break;
+		case INIT_PONG:
+			if (s->adopting)
+				session_adopt_done(s);
+			break;
 		default:
 			break;
 		}
@@ -835,11 +907,12 @@ void run_start(Session *s, Conn *c, enum interp_kind kind, const char *code, boo
 	s->run = run;
 	s->execution_count++;
 	s->last_activity_at = now_real();
-	if (ip->state == INTERP_READY) {
+	if (ip->state == INTERP_READY && !ip->probing) {
 		run_send(run);
 		return;
 	}
-	if (ip->state == INTERP_DEAD && interp_spawn(s, kind) < 0) {
+	/* While init re-sends its interpreters, a dead one may yet turn up: wait. */
+	if (ip->state == INTERP_DEAD && !s->adopting && interp_spawn(s, kind) < 0) {
 		run_note(run, "the interpreter could not be started");
 		run->return_code = 1;
 		run_finish(run);
@@ -848,6 +921,15 @@ void run_start(Session *s, Conn *c, enum interp_kind kind, const char *code, boo
 	/* Starting counts against the deadline too, so a stuck start cannot hang the call. */
 	if (loop_add_timer(s->m->loop, timeout_ms, on_deadline, run, &run->timer) < 0) {
 		run_note(run, "internal error: no timer");
+		run->return_code = 1;
+		run_finish(run);
+	}
+}
+
+void run_retry_start(Run *run)
+{
+	if (interp_spawn(run->s, run->kind) < 0) {
+		run_note(run, "the interpreter could not be started");
 		run->return_code = 1;
 		run_finish(run);
 	}

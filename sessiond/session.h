@@ -61,6 +61,8 @@ typedef struct Interp {
 	char *wbuf;	       /* request bytes not yet written to ctl */
 	size_t wlen, woff;
 	OutBuf out_buf, err_buf; /* the current run's output */
+	uint64_t expect_id;	 /* id of the request whose reply we wait for; 0: none */
+	bool probing;		 /* re-adopted: waiting for a no-op to know it is idle */
 } Interp;
 
 /* Phases of an execution. */
@@ -111,6 +113,7 @@ struct Session {
 	enum session_plane plane;
 	bool kernel;		/* Python is served by the kernel tier */
 	uint64_t execution_count; /* calls run so far (the code plane's cell counter) */
+	bool adopting;		/* re-adopted: init is re-sending its interpreters */
 	uint32_t seq;		/* last init request number */
 	Session *prev, *next;
 };
@@ -141,9 +144,22 @@ struct Manager {
 	uint64_t runs_by_outcome[4]; /* ok, error, timeout, killed */
 	uint64_t kills_by_reason[4]; /* released, idle, lifetime, other */
 	uint64_t sessions_created;
+	uint64_t request_seq;	/* ids of requests sent to interpreters */
 };
 
 /* manager.c */
+Session *session_alloc(Manager *m);
+void session_link(Session *s);
+bool uid_mark(Manager *m, uid_t uid);
+void uid_release(Manager *m, uid_t uid);
+void zombie_free(Zombie *z);
+void zombies_drain(Manager *m);
+void on_zombie_exit(Loop *l, int fd, uint32_t events, void *data);
+
+/* adopt.c */
+int session_adopt(Manager *m, const SessionRow *row);
+void session_remains_kill(Manager *m, const SessionRow *row);
+void session_adopt_done(Session *s);
 Session *session_find(Manager *m, const char *id, const char *tenant);
 void session_destroy(Session *s, const char *why);
 json_object *reply_error(const char *kind, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -163,6 +179,8 @@ void op_admin(Manager *m, Conn *c, const char *op, json_object *req);
 void run_start(Session *s, Conn *c, enum interp_kind kind, const char *code, bool cell,
 	       uint64_t timeout_ms);
 void run_abort(Session *s, const char *why);
+void run_retry_start(Run *run);
+int session_send_init(Session *s, struct init_msg *msg, const char *blob, size_t bloblen);
 void run_conn_closed(Manager *m, Conn *c);
 const char *interp_kind_name(enum interp_kind k);
 void session_on_init_event(Loop *l, int fd, uint32_t events, void *data);

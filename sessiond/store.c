@@ -161,8 +161,8 @@ int store_session_insert(Store *s, const SessionRow *row)
 	_cleanup_stmt_ sqlite3_stmt *st = NULL;
 	int r = prepare(s,
 			"INSERT INTO sessions (id, tenant, uid, created_at, last_activity_at,"
-			" idle_timeout, max_lifetime, image, init_pid, init_ctl_fd)"
-			" VALUES (?,?,?,?,?,?,?,?,?,?)",
+			" idle_timeout, max_lifetime, image, init_pid, init_ctl_fd, plane, kernel,"
+			" execution_count) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
 			&st);
 
 	if (r < 0)
@@ -177,18 +177,25 @@ int store_session_insert(Store *s, const SessionRow *row)
 	bind_text_or_null(st, 8, row->image);
 	sqlite3_bind_int64(st, 9, row->init_pid);
 	sqlite3_bind_int(st, 10, row->init_ctl_fd);
+	sqlite3_bind_text(st, 11, row->plane ? row->plane : "otari", -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 12, row->kernel);
+	sqlite3_bind_int64(st, 13, row->execution_count);
 	return step_done(st);
 }
 
-int store_session_touch(Store *s, const char *id, double last_activity_at)
+int store_session_touch(Store *s, const char *id, double last_activity_at,
+			int64_t execution_count)
 {
 	_cleanup_stmt_ sqlite3_stmt *st = NULL;
-	int r = prepare(s, "UPDATE sessions SET last_activity_at = ? WHERE id = ?", &st);
+	int r = prepare(s,
+			"UPDATE sessions SET last_activity_at = ?, execution_count = ? WHERE id = ?",
+			&st);
 
 	if (r < 0)
 		return r;
 	sqlite3_bind_double(st, 1, last_activity_at);
-	sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, execution_count);
+	sqlite3_bind_text(st, 3, id, -1, SQLITE_STATIC);
 	return step_done(st);
 }
 
@@ -216,6 +223,7 @@ void session_rows_free(SessionRow *rows, size_t n)
 		free(rows[i].id);
 		free(rows[i].tenant);
 		free(rows[i].image);
+		free(rows[i].plane);
 	}
 	free(rows);
 }
@@ -229,7 +237,8 @@ int store_sessions_load(Store *s, SessionRow **rows_ret, size_t *n_ret)
 
 	r = prepare(s,
 		    "SELECT id, tenant, uid, created_at, last_activity_at, idle_timeout,"
-		    " max_lifetime, image, init_pid, init_ctl_fd FROM sessions",
+		    " max_lifetime, image, init_pid, init_ctl_fd, plane, kernel, execution_count"
+		    " FROM sessions",
 		    &st);
 	if (r < 0)
 		return r;
@@ -252,6 +261,9 @@ int store_sessions_load(Store *s, SessionRow **rows_ret, size_t *n_ret)
 			.image = dup_col(st, 7),
 			.init_pid = (pid_t)sqlite3_column_int64(st, 8),
 			.init_ctl_fd = sqlite3_column_int(st, 9),
+			.plane = dup_col(st, 10),
+			.kernel = sqlite3_column_int(st, 11) != 0,
+			.execution_count = sqlite3_column_int64(st, 12),
 		};
 		n++;
 	}

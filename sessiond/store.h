@@ -2,6 +2,7 @@
 /* Session metadata in SQLite (WAL): what must outlive the daemon process. */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -19,6 +20,9 @@ typedef struct SessionRow {
 	char *image;  /* NULL when none */
 	pid_t init_pid;
 	int init_ctl_fd;
+	char *plane;  /* "otari" or "code"; NULL reads as "otari" */
+	bool kernel;
+	int64_t execution_count;
 } SessionRow;
 
 /* Open (creating) the database at path and apply pending migrations. */
@@ -26,7 +30,8 @@ int store_open(const char *path, Store **ret);
 Store *store_close(Store *s);
 
 int store_session_insert(Store *s, const SessionRow *row);
-int store_session_touch(Store *s, const char *id, double last_activity_at);
+int store_session_touch(Store *s, const char *id, double last_activity_at,
+			int64_t execution_count);
 int store_session_delete(Store *s, const char *id);
 /* Every session row; the caller frees with session_rows_free(). */
 int store_sessions_load(Store *s, SessionRow **rows_ret, size_t *n_ret);

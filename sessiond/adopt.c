@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: MIT */
+/* Re-adoption: after a restart, take back the sandboxes an earlier daemon left running. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "log.h"
+#include "session.h"
+
+/* Whether pid is still that session's init: its cgroup path names the session. */
+static bool init_is_session(pid_t pid, const char *id)
+{
+	char path[64], buf[4096];
+	_cleanup_close_ int fd = -1;
+	ssize_t n;
+	size_t idlen = strlen(id);
+
+	snprintf(path, sizeof(path), "/proc/%d/cgroup", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	/* Match "/<id>" ending a path component, so one id cannot match a longer one. */
+	for (char *p = strstr(buf, id); p; p = strstr(p + 1, id))
+		if (p > buf && p[-1] == '/' && (p[idlen] == '\n' || p[idlen] == '/' || !p[idlen]))
+			return true;
+	return false;
+}
+
+void session_remains_kill(Manager *m, const SessionRow *row)
+{
+	int pidfd = (int)syscall(SYS_pidfd_open, row->init_pid, 0);
+	Zombie *z;
+
+	if (pidfd < 0)
+		return;
+	if (!init_is_session(row->init_pid, row->id)) {
+		close(pidfd);
+		return;
+	}
+	syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+	z = calloc(1, sizeof(*z));
+	if (!z) {
+		close(pidfd);
+		return;
+	}
+	/* Its uid was never marked in this run: release nothing. */
+	*z = (Zombie){ .m = m, .uid = (uid_t)-1, .pidfd = pidfd };
+	snprintf(z->id, sizeof(z->id), "%s", row->id);
+	z->next = m->zombies;
+	if (m->zombies)
+		m->zombies->prev = z;
+	m->zombies = z;
+}
+
+int session_adopt(Manager *m, const SessionRow *row)
+{
+	_cleanup_close_ int pidfd = -1, ctl = -1, ws = -1;
+	struct init_msg resend = { .op = INIT_RESEND }, ping = { .op = INIT_PING };
+	Session *s;
+	int r;
+
+	pidfd = (int)syscall(SYS_pidfd_open, row->init_pid, 0);
+	if (pidfd < 0)
+		return -errno;
+	if (!init_is_session(row->init_pid, row->id))
+		return -ESRCH;
+	/* init keeps a copy of our end of its socket for exactly this. */
+	ctl = (int)syscall(SYS_pidfd_getfd, pidfd, row->init_ctl_fd, 0);
+	if (ctl < 0)
+		return -errno;
+	ws = workspace_open(m->env, row->id);
+	if (ws < 0)
+		return ws;
+	if (!uid_mark(m, row->uid))
+		return -EEXIST;
+	s = session_alloc(m);
+	if (!s || (row->tenant && !(s->tenant = strdup(row->tenant))) ||
+	    !(s->undo = editor_undo_new())) {
+		uid_release(m, row->uid);
+		if (s) {
+			free(s->tenant);
+			free(s);
+		}
+		return -ENOMEM;
+	}
+	snprintf(s->id, sizeof(s->id), "%s", row->id);
+	s->uid = row->uid;
+	s->created_at = row->created_at;
+	s->last_activity_at = row->last_activity_at;
+	s->idle_timeout = row->idle_timeout;
+	s->max_lifetime = row->max_lifetime;
+	s->plane = row->plane && !strcmp(row->plane, "code") ? PLANE_CODE : PLANE_OTARI;
+	s->kernel = row->kernel;
+	s->execution_count = (uint64_t)row->execution_count;
+	s->sb = (Sandbox){ .pid = row->init_pid, .pidfd = TAKE_FD(pidfd), .ctl_fd = TAKE_FD(ctl),
+			   .ctl_fd_in_init = row->init_ctl_fd };
+	s->ws_fd = TAKE_FD(ws);
+	s->adopting = true;
+	session_link(s);
+	r = loop_add_fd(m->loop, s->sb.ctl_fd, EPOLLIN, session_on_init_event, s, &s->ctl_src);
+	/* init answers RESEND with one SPAWNED per live interpreter, then PING's PONG. */
+	if (r == 0)
+		r = session_send_init(s, &resend, NULL, 0);
+	if (r == 0)
+		r = session_send_init(s, &ping, NULL, 0);
+	if (r < 0) {
+		session_destroy(s, "re-adoption failed");
+		return 0; /* handed to teardown: nothing more for the caller to clean */
+	}
+	return 0;
+}
+
+void session_adopt_done(Session *s)
+{
+	Run *run = s->run;
+
+	s->adopting = false;
+	/* A call that arrived meanwhile for an interpreter that did not survive starts one. */
+	if (run && run->phase == RUN_STARTING && s->interps[run->kind].state == INTERP_DEAD)
+		run_retry_start(run);
+}
