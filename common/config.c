@@ -26,6 +26,7 @@ struct setting {
 #define S(k, f, d) { k, NULL, K_STR, offsetof(PaddockConfig, f), d, 0, 0 }
 #define I(k, f, d, lo, hi) { k, NULL, K_INT, offsetof(PaddockConfig, f), d, lo, hi }
 #define IA(k, a, f, d, lo, hi) { k, a, K_INT, offsetof(PaddockConfig, f), d, lo, hi }
+#define SA(k, a, f, d) { k, a, K_STR, offsetof(PaddockConfig, f), d, 0, 0 }
 #define Z(k, f, d, lo, hi) { k, NULL, K_SIZE, offsetof(PaddockConfig, f), d, lo, hi }
 #define B(k, f, d) { k, NULL, K_BOOL, offsetof(PaddockConfig, f), d, 0, 1 }
 
@@ -60,6 +61,11 @@ static const struct setting settings[] = {
 	   31 * 86400),
 	IA("kernel_idle_timeout", "AIO_KERNEL_SESSION_TIMEOUT_SECS", kernel_idle_timeout, "300", 1,
 	   31 * 86400),
+	SA("code_backend", "AIO_CODE_BACKEND", code_backend, "auto"),
+	SA("jupyter_endpoint", "AIO_JUPYTER_ENDPOINT", jupyter_endpoint, ""),
+	IA("code_prewarm", "AIO_CODE_PREWARM", code_prewarm, "0", 0, 1000),
+	IA("kernel_prewarm", "AIO_KERNEL_PREWARM", kernel_prewarm, "0", 0, 1000),
+	I("code_output_max_chars", code_output_max_chars, "2000000", 1000, 1000000000),
 	I("retry_after_seconds", retry_after_seconds, "5", 1, 999999),
 	I("idle_timeout_default", idle_timeout_default, "600", 1, 31 * 86400),
 	I("idle_timeout_max", idle_timeout_max, "3600", 1, 31 * 86400),
@@ -264,6 +270,12 @@ static int check_relations(PaddockConfig *c, char *err, size_t errlen)
 	}
 	if (c->exec_timeout_default > c->exec_timeout_max) {
 		snprintf(err, errlen, "exec_timeout_default: above exec_timeout_max");
+		return -EINVAL;
+	}
+	if (strcmp(c->code_backend, "auto") && strcmp(c->code_backend, "native") &&
+	    strcmp(c->code_backend, "kernel")) {
+		snprintf(err, errlen, "code_backend: expected auto, native or kernel, got '%s'",
+			 c->code_backend);
 		return -EINVAL;
 	}
 	if (c->node_name[0] == '\0') {

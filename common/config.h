@@ -41,6 +41,11 @@ typedef struct PaddockConfig {
 	int64_t kernel_max_sessions; /* of those, sessions served by the kernel tier */
 	int64_t code_idle_timeout;   /* idle close of code-interpreter sessions, seconds */
 	int64_t kernel_idle_timeout; /* same for kernel-tier sessions */
+	char *code_backend;	     /* Python tier of the code plane: auto, native or kernel */
+	char *jupyter_endpoint;	     /* external Jupyter Server URL; empty: none */
+	int64_t code_prewarm;	     /* warm native interpreters kept ready */
+	int64_t kernel_prewarm;	     /* warm kernel-tier interpreters kept ready */
+	int64_t code_output_max_chars; /* notebook output kept per cell, in characters */
 	int64_t retry_after_seconds; /* hint sent with 503 at capacity */
 	int64_t idle_timeout_default;
 	int64_t idle_timeout_max;
