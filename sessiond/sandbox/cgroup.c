@@ -5,11 +5,13 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <linux/magic.h>
@@ -520,6 +522,188 @@ int sandbox_cgroup_remove(SandboxEnv *env, const char *id)
 	if (ret < 0)
 		sandbox_set_error("removing cgroup %s: %s", id, strerror(-ret));
 	return ret;
+}
+
+/* How long sandbox_cgroup_kill() may take in all, and the wait for one freeze. */
+#define KILL_BUDGET_MS 2000
+#define FREEZE_WAIT_MS 200
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
+
+	nanosleep(&ts, NULL);
+}
+
+static bool pid_kept(pid_t pid, const pid_t *keep, size_t nkeep)
+{
+	for (size_t i = 0; i < nkeep; i++)
+		if (keep[i] == pid)
+			return true;
+	return false;
+}
+
+/* A zombie (or a pid already gone) needs no signal: it is its parent's to reap. */
+static bool pid_dead(pid_t pid)
+{
+	char path[64], buf[512], *p;
+	_cleanup_close_ int fd = -1;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return true;
+	n = read(fd, buf, sizeof(buf) - 1);
+	if (n <= 0)
+		return true;
+	buf[n] = '\0';
+	p = strrchr(buf, ')');
+	return !p || p[1] == '\0' || p[2] == 'Z' || p[2] == 'X';
+}
+
+/*
+ * Walk dir's cgroup.procs: with sig, send it to every live task that is not
+ * kept. Returns how many such tasks there were.
+ */
+static int procs_walk(const char *dir, const pid_t *keep, size_t nkeep, int sig)
+{
+	char path[PATH_MAX];
+	_cleanup_fclose_ FILE *f = NULL;
+	long pid;
+	int live = 0;
+
+	if (snprintf(path, sizeof(path), "%s/cgroup.procs", dir) >= (int)sizeof(path))
+		return -ENAMETOOLONG;
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (fscanf(f, "%ld", &pid) == 1) {
+		if (pid <= 0 || pid_kept((pid_t)pid, keep, nkeep) || pid_dead((pid_t)pid))
+			continue;
+		live++;
+		if (sig)
+			kill((pid_t)pid, sig);
+	}
+	return live;
+}
+
+static int freeze_set(const char *dir, enum cg_freezer how, bool frozen)
+{
+	if (how == CG_FREEZER_V2)
+		return cg_write(dir, "cgroup.freeze", frozen ? "1" : "0");
+	if (how == CG_FREEZER_V1)
+		return cg_write(dir, "freezer.state", frozen ? "FROZEN" : "THAWED");
+	return 0;
+}
+
+/* Wait (bounded) until every task of dir is frozen; a timeout is not an error. */
+static void freeze_wait(const char *dir, enum cg_freezer how, uint64_t deadline)
+{
+	char buf[256];
+	uint64_t key;
+
+	for (;;) {
+		if (how == CG_FREEZER_V2) {
+			if (cg_read_key(dir, "cgroup.events", "frozen", &key) < 0 || key == 1)
+				return;
+		} else if (how == CG_FREEZER_V1) {
+			if (cg_read(dir, "freezer.state", buf, sizeof(buf)) < 0 ||
+			    strncmp(buf, "FROZEN", 6) == 0)
+				return;
+		} else {
+			return;
+		}
+		if (mono_ms() >= deadline)
+			return;
+		sleep_ms(1);
+	}
+}
+
+/* Wait (bounded) until no task but the kept ones is alive; true if that happened. */
+static bool only_kept_left(const char *dir, const pid_t *keep, size_t nkeep, uint64_t deadline)
+{
+	for (;;) {
+		int live = procs_walk(dir, keep, nkeep, 0);
+
+		if (live <= 0)
+			return live == 0 || live == -ENOENT;
+		if (mono_ms() >= deadline)
+			return false;
+		sleep_ms(1);
+	}
+}
+
+int cgroup_kill_dir(const char *dir, enum cg_freezer how, const pid_t *keep, size_t nkeep)
+{
+	uint64_t deadline = mono_ms() + KILL_BUDGET_MS;
+	int r;
+
+	/* Nothing to spare: the kernel kills the whole cgroup in one go (v2, Linux 5.14+). */
+	if (how == CG_FREEZER_V2 && nkeep == 0 && cg_write(dir, "cgroup.kill", "1") == 0)
+		return only_kept_left(dir, keep, nkeep, deadline) ? 0 : -ETIMEDOUT;
+
+	/*
+	 * Frozen, no task can fork, so the list we read is complete; after
+	 * SIGKILL and the thaw, the victims die without forking again. A task
+	 * mid-fork when the freeze began may still show up: hence the rounds.
+	 */
+	for (;;) {
+		uint64_t now = mono_ms();
+		int victims;
+
+		if (now >= deadline)
+			return -ETIMEDOUT;
+		r = freeze_set(dir, how, true);
+		if (r < 0 && r != -ENOENT)
+			return r;
+		freeze_wait(dir, how,
+			    now + FREEZE_WAIT_MS < deadline ? now + FREEZE_WAIT_MS : deadline);
+		victims = procs_walk(dir, keep, nkeep, SIGKILL);
+		r = freeze_set(dir, how, false);
+		if (victims == -ENOENT)
+			return 0; /* the cgroup is gone, and its tasks with it */
+		if (victims < 0)
+			return victims;
+		if (r < 0 && r != -ENOENT)
+			return r;
+		if (victims == 0)
+			return 0;
+		if (only_kept_left(dir, keep, nkeep,
+				   mono_ms() + 50 < deadline ? mono_ms() + 50 : deadline))
+			return 0;
+	}
+}
+
+int sandbox_cgroup_kill(SandboxEnv *env, const char *id, const pid_t *keep_host_pids, size_t nkeep)
+{
+	const CgroupHier *h = env->v2 ? &env->hier[0] : hier_with(env, CG_FREEZER);
+	enum cg_freezer how = env->v2 ? CG_FREEZER_V2 : CG_FREEZER_V1;
+	char dir[PATH_MAX];
+	int r;
+
+	if (!h) {
+		/* v1 without a freezer hierarchy: kill in rounds, pids.max bounds the race. */
+		h = hier_with(env, CG_PIDS);
+		how = CG_FREEZER_NONE;
+	}
+	if (!h || (nkeep && !keep_host_pids))
+		return -EINVAL;
+	r = cgroup_dir(h, id, dir, sizeof(dir));
+	if (r < 0)
+		return r;
+	r = cgroup_kill_dir(dir, how, keep_host_pids, nkeep);
+	if (r < 0)
+		sandbox_set_error("killing the tasks of cgroup %s: %s", id, strerror(-r));
+	return r;
 }
 
 int sandbox_usage(SandboxEnv *env, const char *id, SandboxUsage *ret)

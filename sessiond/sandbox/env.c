@@ -216,6 +216,9 @@ int sandbox_env_new(const PaddockConfig *cfg, SandboxEnv **ret)
 	r = cgroup_env_setup(env, cfg->cgroup_root, instance_name(cfg->state_dir, instance));
 	if (r < 0)
 		return r; /* cgroup_env_setup said why */
+	r = seccomp_env_setup(env);
+	if (r < 0)
+		return r; /* it said why */
 
 	*ret = TAKE_PTR(env);
 	return 0;
@@ -226,6 +229,7 @@ SandboxEnv *sandbox_env_free(SandboxEnv *env)
 	if (!env)
 		return NULL;
 	cgroup_env_clear(env);
+	seccomp_env_clear(env);
 	safe_close(env->init_fd);
 	safe_close(env->host_netns_fd);
 	free(env->state_dir);

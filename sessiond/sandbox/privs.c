@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Privileges of the sandbox: hostname, rlimits, capabilities, ids, no_new_privs, seccomp. */
+/* Privileges of the sandbox: hostname, rlimits, capabilities, ids, no_new_privs. */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -11,8 +11,6 @@
 #include <unistd.h>
 
 #include <linux/capability.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 
 #include "cleanup.h"
 #include "sandbox_internal.h"
@@ -125,18 +123,4 @@ int no_new_privs_in_child(struct child_args *a)
 {
 	(void)a;
 	return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ? -errno : 0;
-}
-
-int seccomp_in_child(struct child_args *a)
-{
-	/*
-	 * The place for the session's seccomp filter: the parent prepares the BPF
-	 * program before clone and it is installed here, last before exec, once
-	 * no_new_privs is set. No filter is built yet.
-	 */
-	if (!a->seccomp_prog)
-		return 0;
-	if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, a->seccomp_prog, 0, 0) < 0)
-		return -errno;
-	return 0;
 }

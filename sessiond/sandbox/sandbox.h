@@ -23,18 +23,18 @@ typedef struct SandboxEnv SandboxEnv;
 
 /* Usage counters of one sandbox's cgroup. */
 typedef struct SandboxUsage {
-	uint64_t cpu_ns;	  /* CPU time used so far */
-	uint64_t memory_peak;	  /* bytes, high-water mark (0 if the kernel lacks it) */
-	uint64_t memory_current;  /* bytes */
-	uint64_t oom_kills;	  /* processes the OOM killer took */
-	uint64_t pids_current;	  /* tasks now */
+	uint64_t cpu_ns;	 /* CPU time used so far */
+	uint64_t memory_peak;	 /* bytes, high-water mark (0 if the kernel lacks it) */
+	uint64_t memory_current; /* bytes */
+	uint64_t oom_kills;	 /* processes the OOM killer took */
+	uint64_t pids_current;	 /* tasks now */
 } SandboxUsage;
 
 /* A live sandbox as the daemon holds it. */
 typedef struct Sandbox {
-	pid_t pid;  /* host pid of the sandbox's init */
-	int pidfd;  /* pidfd of init, readable when it exits */
-	int ctl_fd; /* sessiond's end of the init control socket (SEQPACKET) */
+	pid_t pid;	    /* host pid of the sandbox's init */
+	int pidfd;	    /* pidfd of init, readable when it exits */
+	int ctl_fd;	    /* sessiond's end of the init control socket (SEQPACKET) */
 	int ctl_fd_in_init; /* the number init keeps a copy of ctl_fd under, for re-adoption */
 } Sandbox;
 
@@ -67,6 +67,17 @@ int sandbox_spawn(SandboxEnv *env, const char *id, uid_t uid, gid_t gid,
 
 /* Kill init (so the kernel kills the whole pid namespace) and close fds. Does not wait. */
 void sandbox_kill(Sandbox *sb);
+/*
+ * SIGKILL every task in the session's cgroup except the given host pids (the
+ * init, the interpreters to keep), including double-forked and setsid ones the
+ * sandbox's init no longer sees as children. sessiond calls it when it ends a
+ * run. Robust against fork races: the cgroup is frozen (v1 freezer, v2
+ * cgroup.freeze) while its task list is read and signalled, then thawed, in
+ * rounds until only the kept tasks (and zombies) remain; with nothing kept on
+ * v2 it is one write to cgroup.kill. Blocks for at most about 2 s (usually
+ * under a few ms); -ETIMEDOUT if tasks survive that long. 0 if the cgroup is gone.
+ */
+int sandbox_cgroup_kill(SandboxEnv *env, const char *id, const pid_t *keep_host_pids, size_t nkeep);
 /* Remove the session's cgroup; -EBUSY while tasks remain (call again later). */
 int sandbox_cgroup_remove(SandboxEnv *env, const char *id);
 /* Read the session cgroup's counters. */

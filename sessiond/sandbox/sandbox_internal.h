@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <linux/filter.h>
+
 #include "sandbox.h"
 
 #define CGROUP_HIER_MAX 8
@@ -40,6 +42,8 @@ struct SandboxEnv {
 	bool v2;	      /* unified hierarchy */
 	CgroupHier hier[CGROUP_HIER_MAX]; /* v1: one per distinct hierarchy used */
 	size_t n_hier;
+	struct sock_filter *seccomp_filter; /* owned BPF program, built once */
+	struct sock_fprog seccomp_prog;	    /* points at seccomp_filter, for the child */
 };
 
 /*
@@ -118,12 +122,12 @@ struct child_args {
 	uid_t uid;
 	gid_t gid;
 	SandboxLimits limits;
-	int cap_last;		   /* highest capability number the kernel knows */
-	const void *seccomp_prog;  /* struct sock_fprog to install, or NULL (not yet built) */
-	char workspace[PATH_MAX];  /* host path of the session's workspace */
-	char tmp_opts[64];	   /* mount options of /tmp */
-	char passwd[FILE_BUF_MAX]; /* generated /etc/passwd */
-	char group[FILE_BUF_MAX];  /* generated /etc/group */
+	int cap_last;			       /* highest capability number the kernel knows */
+	const struct sock_fprog *seccomp_prog; /* the env's filter, installed last */
+	char workspace[PATH_MAX];	       /* host path of the session's workspace */
+	char tmp_opts[64];		       /* mount options of /tmp */
+	char passwd[FILE_BUF_MAX];	       /* generated /etc/passwd */
+	char group[FILE_BUF_MAX];	       /* generated /etc/group */
 	struct etc_entry etc[ETC_ENTRIES_MAX];
 	size_t n_etc;
 	struct root_link links[ROOT_LINKS_MAX];
@@ -150,6 +154,15 @@ int cgroup_create_from_parent(const SandboxEnv *env, const char *id, const Sandb
 int cgroup_attach_from_parent(const SandboxEnv *env, const char *id, pid_t pid);
 int cgroup_ns_in_child(struct child_args *a);
 int cgroup_list_ids(const SandboxEnv *env, char ***ids, size_t *n, size_t *cap);
+
+/* How cgroup_kill_dir() stops a cgroup's tasks from forking while it kills them. */
+enum cg_freezer {
+	CG_FREEZER_NONE, /* v1 without a freezer hierarchy: rounds of kill only */
+	CG_FREEZER_V1,	 /* freezer.state FROZEN / THAWED */
+	CG_FREEZER_V2,	 /* cgroup.freeze, cgroup.events; cgroup.kill when nothing is kept */
+};
+/* SIGKILL every task of the cgroup at dir but the kept host pids (see sandbox_cgroup_kill). */
+int cgroup_kill_dir(const char *dir, enum cg_freezer how, const pid_t *keep, size_t nkeep);
 
 /* netns.c */
 int netns_setup_from_parent(const SandboxEnv *env, int pidfd);
@@ -180,6 +193,10 @@ int setgid_in_child(struct child_args *a);
 int setuid_in_child(struct child_args *a);
 int caps_verify_in_child(struct child_args *a);
 int no_new_privs_in_child(struct child_args *a);
+
+/* seccomp.c */
+int seccomp_env_setup(SandboxEnv *env);
+void seccomp_env_clear(SandboxEnv *env);
 int seccomp_in_child(struct child_args *a);
 
 /* workspace.c */

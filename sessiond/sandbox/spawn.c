@@ -218,7 +218,7 @@ int sandbox_spawn(SandboxEnv *env, const char *id, uid_t uid, gid_t gid,
 	a.gid = gid;
 	a.limits = *limits;
 	a.init_fd = env->init_fd;
-	a.seccomp_prog = NULL;
+	a.seccomp_prog = &env->seccomp_prog;
 	r = mount_prepare_from_parent(env, id, &a);
 	if (r >= 0)
 		r = privs_prepare_from_parent(&a);
