@@ -88,6 +88,10 @@ static const struct setting settings[] = {
 	Z("tmp_bytes", tmp_bytes, "256M", 1 * MiB, 1024 * GiB),
 	I("nofile_max", nofile_max, "1024", 32, 1048576),
 	S("cgroup_root", cgroup_root, ""),
+	B("egress", egress, "false"),
+	S("egress_pool", egress_pool, "10.209.0.0/16"),
+	S("egress_host_iface_prefix", egress_host_iface_prefix, "pdk"),
+	S("egress_host_netns", egress_host_netns, ""),
 };
 
 static int parse_int(const char *s, bool sized, int64_t *ret)

@@ -70,6 +70,10 @@ typedef struct PaddockConfig {
 	int64_t tmp_bytes;
 	int64_t nofile_max;
 	char *cgroup_root; /* where session cgroups go; empty: detect */
+	bool egress;			/* a veth with a default route in each session (docs/egress.md) */
+	char *egress_pool;		/* IPv4 CIDR the sessions' /30 links come from */
+	char *egress_host_iface_prefix; /* host-side veth names: prefix + link number */
+	char *egress_host_netns;	/* netns file for the host side; empty: sessiond's own */
 } PaddockConfig;
 
 /* Fill defaults, then read path (NULL or missing file: none), then the environment.
