@@ -15,10 +15,11 @@
 
 #include "cleanup.h"
 #include "log.h"
+#include "metrics.h"
 #include "otari.h"
 
 /* The APIs served, tried in order. The code-interpreter plane joins here. */
-static const RouteTable *const apis[] = { &otari_routes };
+static const RouteTable *const apis[] = { &otari_routes, &metrics_routes };
 
 static int64_t now_ms(void)
 {
@@ -96,6 +97,8 @@ static void serve(Worker *w)
 		}
 	}
 	http_finish(&rq.http);
+	metrics_observe(rq.match.route ? rq.match.route->name : NULL, rq.http.status,
+			now_ms() - start);
 	/* One line per request; never bodies, code or tokens. */
 	log_info("%s %s %d %" PRId64 "ms%s%s REQUEST_ID=%s", rq.http.method,
 		 rq.match.route ? rq.match.route->name : "-", rq.http.status, now_ms() - start,
