@@ -9,7 +9,7 @@ export PADDOCK_STATE_DIR ?= $(CURDIR)/.paddock
 
 C_SOURCES = $(shell git ls-files '*.c' '*.h' 2>/dev/null || find . -path ./build -prune -o \( -name '*.c' -o -name '*.h' \) -print)
 
-.PHONY: all deps build build-asan run test test-integration format-check format clean
+.PHONY: all deps build build-asan run test test-integration format-check format clean bench
 
 all: build
 
@@ -34,6 +34,17 @@ test: deps build build-asan
 # Only the integration suite, on the normal build.
 test-integration: deps build
 	cd build && ctest $(CTEST_FLAGS) -L integration
+
+# Benchmarks (issue 6): a release build of its own, the bench programs, every row with its
+# floor measured in the same run; results in bench/results/. BENCH_FLAGS e.g. --density 1000.
+BENCH_BUILD ?= build-bench
+BENCH_FLAGS ?=
+bench: deps
+	cmake -S . -B $(BENCH_BUILD) -DCMAKE_BUILD_TYPE=Release
+	cmake --build $(BENCH_BUILD) -j$(JOBS) --target paddock-sessiond paddock-fcgi paddock-init
+	cmake -S bench -B $(BENCH_BUILD)/bench -DCMAKE_BUILD_TYPE=Release
+	cmake --build $(BENCH_BUILD)/bench -j$(JOBS)
+	/usr/bin/python3 bench/run_bench.py --build $(BENCH_BUILD) $(BENCH_FLAGS)
 
 format-check:
 	clang-format --dry-run -Werror $(C_SOURCES)
