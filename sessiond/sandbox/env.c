@@ -35,7 +35,7 @@ static const char *const step_names[STEP_MAX] = {
 	[STEP_SOCKETS] = "sockets",
 	[STEP_CLONE] = "clone3",
 	[STEP_CGROUP_ATTACH] = "cgroup attach",
-	[STEP_NETNS] = "loopback up",
+	[STEP_NETNS] = "network (lo, egress link)",
 	[STEP_RELEASE_CHILD] = "release child",
 	[STEP_CHILD_DIED] = "child died before exec",
 	[STEP_WAIT_PARENT] = "wait for parent",
@@ -155,6 +155,52 @@ static const char *instance_name(const char *state_dir, char buf[9])
 	return buf;
 }
 
+static bool iface_prefix_valid(const char *p)
+{
+	size_t n = p ? strlen(p) : 0;
+
+	if (n == 0 || n > 8)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((p[i] >= 'a' && p[i] <= 'z') || (p[i] >= '0' && p[i] <= '9') || p[i] == '-' ||
+		      p[i] == '_'))
+			return false;
+	return true;
+}
+
+/* Egress settings: the pool, the host-side names and namespace. Nothing when egress is off. */
+static int egress_env_setup(SandboxEnv *env, const PaddockConfig *cfg)
+{
+	unsigned prefix;
+	int r;
+
+	env->egress = cfg->egress;
+	if (!env->egress)
+		return 0;
+	if (egress_pool_parse(cfg->egress_pool, &env->egress_net, &prefix) < 0) {
+		sandbox_set_error("egress_pool: '%s' is not an IPv4 network of /8 to /30",
+				  cfg->egress_pool ? cfg->egress_pool : "");
+		return -EINVAL;
+	}
+	env->egress_slots = 1u << (30 - prefix);
+	if (!iface_prefix_valid(cfg->egress_host_iface_prefix)) {
+		sandbox_set_error("egress_host_iface_prefix: 1 to 8 of a-z, 0-9, '-', '_'");
+		return -EINVAL;
+	}
+	snprintf(env->egress_prefix, sizeof(env->egress_prefix), "%s",
+		 cfg->egress_host_iface_prefix);
+	if (cfg->egress_host_netns && cfg->egress_host_netns[0]) {
+		env->egress_netns_fd = open(cfg->egress_host_netns, O_RDONLY | O_CLOEXEC);
+		if (env->egress_netns_fd < 0) {
+			r = -errno;
+			sandbox_set_error("egress_host_netns: opening %s: %s",
+					  cfg->egress_host_netns, strerror(errno));
+			return r;
+		}
+	}
+	return 0;
+}
+
 int sandbox_env_new(const PaddockConfig *cfg, SandboxEnv **ret)
 {
 	_cleanup_free_ char *init_path = NULL;
@@ -173,6 +219,7 @@ int sandbox_env_new(const PaddockConfig *cfg, SandboxEnv **ret)
 		return -ENOMEM;
 	env->init_fd = -1;
 	env->host_netns_fd = -1;
+	env->egress_netns_fd = -1;
 
 	env->state_dir = strdup(cfg->state_dir);
 	env->lib_dir = strdup(cfg->lib_dir);
@@ -213,6 +260,10 @@ int sandbox_env_new(const PaddockConfig *cfg, SandboxEnv **ret)
 		return r;
 	}
 
+	r = egress_env_setup(env, cfg);
+	if (r < 0)
+		return r; /* it said why */
+
 	r = cgroup_env_setup(env, cfg->cgroup_root, instance_name(cfg->state_dir, instance));
 	if (r < 0)
 		return r; /* cgroup_env_setup said why */
@@ -232,6 +283,7 @@ SandboxEnv *sandbox_env_free(SandboxEnv *env)
 	seccomp_env_clear(env);
 	safe_close(env->init_fd);
 	safe_close(env->host_netns_fd);
+	safe_close(env->egress_netns_fd);
 	free(env->state_dir);
 	free(env->lib_dir);
 	free(env->root_dir);

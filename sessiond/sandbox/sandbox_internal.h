@@ -42,6 +42,12 @@ struct SandboxEnv {
 	bool v2;	      /* unified hierarchy */
 	CgroupHier hier[CGROUP_HIER_MAX]; /* v1: one per distinct hierarchy used */
 	size_t n_hier;
+	bool egress;			    /* give each sandbox a veth with a default route */
+	uint32_t egress_net;		    /* the pool's network address, host order */
+	uint32_t egress_slots;		    /* /30 links in the pool */
+	uint32_t egress_next;		    /* link number to try first, rotating */
+	char egress_prefix[9];		    /* host-side veth names: prefix + link number */
+	int egress_netns_fd;		    /* netns of the host side; -1: ours */
 	struct sock_filter *seccomp_filter; /* owned BPF program, built once */
 	struct sock_fprog seccomp_prog;	    /* points at seccomp_filter, for the child */
 };
@@ -165,7 +171,8 @@ enum cg_freezer {
 int cgroup_kill_dir(const char *dir, enum cg_freezer how, const pid_t *keep, size_t nkeep);
 
 /* netns.c */
-int netns_setup_from_parent(const SandboxEnv *env, int pidfd);
+int egress_pool_parse(const char *cidr, uint32_t *net, unsigned *prefix);
+int netns_setup_from_parent(SandboxEnv *env, int pidfd, pid_t pid);
 
 /* mount.c */
 int mount_prepare_from_parent(const SandboxEnv *env, const char *id, struct child_args *a);

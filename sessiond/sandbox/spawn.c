@@ -270,7 +270,7 @@ int sandbox_spawn(SandboxEnv *env, const char *id, uid_t uid, gid_t gid,
 	if (r < 0)
 		goto undo_child;
 	step = STEP_NETNS;
-	r = netns_setup_from_parent(env, pidfd);
+	r = netns_setup_from_parent(env, pidfd, pid);
 	if (r < 0)
 		goto undo_child;
 	step = STEP_RELEASE_CHILD;

@@ -247,11 +247,11 @@ static inline int tu_wait_for(int ctl, uint32_t op, uint32_t tag, struct init_ms
 	return -ETIMEDOUT;
 }
 
-/* Start /bin/sh -c script in the sandbox; fds get pidfd, ctl, stdout, stderr. */
-static inline int tu_spawn_sh(int ctl, uint32_t tag, const char *script, int fds[4], pid_t *pid)
+/* Start argv in the sandbox; fds get pidfd, ctl, stdout, stderr. */
+static inline int tu_spawn_argv(int ctl, uint32_t tag, const char *const *argv, int fds[4],
+				pid_t *pid)
 {
 	static const char env[] = "PATH=/usr/bin:/bin\0HOME=/workspace\0";
-	const char *argv[] = { "/bin/sh", "-c", script, NULL };
 	struct init_msg m = { .op = INIT_SPAWN, .seq = tag, .tag = tag };
 	char blob[8192];
 	size_t len = 0;
@@ -279,6 +279,20 @@ static inline int tu_spawn_sh(int ctl, uint32_t tag, const char *script, int fds
 		return -EBADMSG;
 	*pid = m.pid;
 	return 0;
+}
+
+/* Start shell -c script in the sandbox (shell: /bin/sh or /bin/bash). */
+static inline int tu_spawn_shell(int ctl, uint32_t tag, const char *shell, const char *script,
+				 int fds[4], pid_t *pid)
+{
+	const char *argv[] = { shell, "-c", script, NULL };
+
+	return tu_spawn_argv(ctl, tag, argv, fds, pid);
+}
+
+static inline int tu_spawn_sh(int ctl, uint32_t tag, const char *script, int fds[4], pid_t *pid)
+{
+	return tu_spawn_shell(ctl, tag, "/bin/sh", script, fds, pid);
 }
 
 static inline ssize_t tu_read_all(int fd, char *buf, size_t len)
@@ -310,12 +324,13 @@ static inline void tu_close_fds(int fds[4])
 }
 
 /* Run a shell script in the sandbox and collect its stdout; returns its wait status. */
-static inline int tu_run_sh(Sandbox *sb, uint32_t tag, const char *script, char *out, size_t len)
+static inline int tu_run_shell(Sandbox *sb, uint32_t tag, const char *shell, const char *script,
+			       char *out, size_t len)
 {
 	int fds[4] = { -1, -1, -1, -1 };
 	struct init_msg m;
 	pid_t pid;
-	int r = tu_spawn_sh(sb->ctl_fd, tag, script, fds, &pid);
+	int r = tu_spawn_shell(sb->ctl_fd, tag, shell, script, fds, &pid);
 
 	if (r < 0)
 		return r;
@@ -324,6 +339,11 @@ static inline int tu_run_sh(Sandbox *sb, uint32_t tag, const char *script, char 
 		r = tu_wait_for(sb->ctl_fd, INIT_EXITED, tag, &m, NULL);
 	tu_close_fds(fds);
 	return r < 0 ? r : m.status;
+}
+
+static inline int tu_run_sh(Sandbox *sb, uint32_t tag, const char *script, char *out, size_t len)
+{
+	return tu_run_shell(sb, tag, "/bin/sh", script, out, len);
 }
 
 static inline bool tu_has_line(const char *out, const char *line)
