@@ -190,17 +190,30 @@ static int interp_spawn(Session *s, enum interp_kind kind)
 	return 0;
 }
 
-/* Kill every process of the session except pid 1 and the interpreters in keep. */
-static int send_kill(Session *s, bool keep_interps)
+/* Kill every process of the session except pid 1 and (when asked) the live interpreters.
+ * The cgroup way first: it freezes the tasks, so nothing forks past it; if that fails,
+ * ask init, whose INIT_KILLED then ends the wait (returns 1). */
+static int kill_processes(Session *s, bool keep_interps)
 {
+	pid_t keep[1 + INTERP_KIND_COUNT];
 	struct init_msg msg = { .op = INIT_KILL };
-	int n = 0;
+	size_t n = 0;
+	int k, r;
 
-	if (keep_interps)
-		for (int k = 0; k < INTERP_KIND_COUNT && n < INIT_KEEP_MAX; k++)
-			if (s->interps[k].state == INTERP_READY)
-				msg.keep[n++] = s->interps[k].ns_pid;
-	return session_send_init(s, &msg, NULL, 0);
+	keep[n++] = s->sb.pid;
+	for (k = 0; keep_interps && k < INTERP_KIND_COUNT; k++)
+		if (s->interps[k].state == INTERP_READY && s->interps[k].host_pid > 0)
+			keep[n++] = s->interps[k].host_pid;
+	r = sandbox_cgroup_kill(s->m->env, s->id, keep, n);
+	if (r == 0)
+		return 0;
+	log_warn("SESSION_ID=%s cgroup kill failed (%s): asking init", s->id, strerror(-r));
+	n = 0;
+	for (k = 0; keep_interps && k < INTERP_KIND_COUNT && n < INIT_KEEP_MAX; k++)
+		if (s->interps[k].state == INTERP_READY)
+			msg.keep[n++] = s->interps[k].ns_pid;
+	r = session_send_init(s, &msg, NULL, 0);
+	return r < 0 ? r : 1;
 }
 
 /* ---- the run ---- */
@@ -383,16 +396,27 @@ static void run_complete(Run *run)
 	if (run->timed_out) {
 		run->phase = RUN_REAPING;
 		run->timer = loop_remove(run->s->m->loop, run->timer);
-		if (send_kill(run->s, true) == 0)
-			return;
+		if (kill_processes(run->s, true) == 1)
+			return; /* init reports INIT_KILLED */
 	}
 	run_finish(run);
+}
+
+/* Every process but init is dead: collect what the run wrote, forget the interpreters. */
+static void interps_all_dead(Session *s)
+{
+	for (int k = 0; k < INTERP_KIND_COUNT; k++)
+		if (s->interps[k].state != INTERP_DEAD) {
+			drain_all(&s->interps[k]);
+			interp_close(&s->interps[k]);
+		}
 }
 
 static void on_grace_expired(Loop *l, void *data)
 {
 	Run *run = data;
 	char t[32];
+	int r;
 
 	(void)l;
 	run->timer = NULL;
@@ -400,9 +424,13 @@ static void on_grace_expired(Loop *l, void *data)
 	run->lost_state = true;
 	run_note(run, "execution timed out after %s; interpreter restarted, state was lost",
 		 timeout_text(run, t, sizeof(t)));
-	if (send_kill(run->s, false) < 0) {
-		/* init cannot be asked: the whole sandbox is beyond repair. */
-		session_destroy(run->s, "init unreachable");
+	r = kill_processes(run->s, false);
+	if (r == 0) {
+		interps_all_dead(run->s);
+		run_finish(run);
+	} else if (r < 0) {
+		/* Neither the cgroup nor init could do it: the sandbox is beyond repair. */
+		session_destroy(run->s, "cannot kill");
 	}
 }
 
@@ -770,11 +798,7 @@ static void on_killed(Session *s)
 		return;
 	/* Everything but init is dead now, whatever init reported on the way. */
 	if (run->phase == RUN_KILLING)
-		for (int k = 0; k < INTERP_KIND_COUNT; k++)
-			if (s->interps[k].state != INTERP_DEAD) {
-				drain_all(&s->interps[k]);
-				interp_close(&s->interps[k]);
-			}
+		interps_all_dead(s);
 	run_finish(run);
 }
 
