@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cleanup.h"
+#include "utf8.h"
 
 static int hexval(char c)
 {
@@ -194,7 +195,10 @@ int query_get(const char *query, const char *name, char **ret)
 			if (!val)
 				return -ENOMEM;
 			n = route_pct_decode(v, vlen, val, true);
-			if (n < 0 || strlen(val) != (size_t)n)
+			/* Values are text that ends up in JSON (requests to sessiond, error
+			 * details echoing them): a NUL or bytes that are not UTF-8, such as
+			 * "%c0%ae", are malformed here rather than passed on. */
+			if (n < 0 || strlen(val) != (size_t)n || !utf8_valid(val, (size_t)n))
 				return -EINVAL;
 			*ret = TAKE_PTR(val);
 			return 1;

@@ -58,7 +58,7 @@ long route_pct_decode(const char *src, size_t len, char *dst, bool plus_is_space
 
 /*
  * Find name in a query string (a=1&b=2) and decode its value into *ret (owned).
- * Returns 1 when found, 0 when absent, -EINVAL for a bad escape or a NUL byte
- * in the value, -ENOMEM. The first occurrence wins.
+ * Returns 1 when found, 0 when absent, -EINVAL for a bad escape, a NUL byte or
+ * invalid UTF-8 in the value, -ENOMEM. The first occurrence wins.
  */
 int query_get(const char *query, const char *name, char **ret);

@@ -10,6 +10,7 @@
 #include "fuzz.h"
 #include "otari.h"
 #include "route.h"
+#include "utf8.h"
 
 static const char *const methods[] = { "GET", "POST", "DELETE", "PUT", "", "get" };
 
@@ -43,9 +44,9 @@ static void check_query(const char *query, const char *name)
 
 	FUZZ_ASSERT(r == 0 || r == 1 || r == -EINVAL || r == -ENOMEM);
 	FUZZ_ASSERT((r == 1) == (val != NULL));
-	/* A found value is a C string no longer than the query it came from. */
+	/* A found value is UTF-8 text no longer than the query it came from. */
 	if (val)
-		FUZZ_ASSERT(strlen(val) <= strlen(query));
+		FUZZ_ASSERT(strlen(val) <= strlen(query) && utf8_valid(val, strlen(val)));
 	free(val);
 }
 

@@ -139,6 +139,13 @@ static void test_query(void)
 	CHECK(query_get("paths=1&xpath=2&&", "path", &v) == 0);
 	CHECK(query_get("path=%00", "path", &v) == -EINVAL);
 	CHECK(query_get("path=%zz", "path", &v) == -EINVAL);
+	/* Not UTF-8: overlong dots, a lone continuation byte, a truncated sequence. */
+	CHECK(query_get("path=%c0%ae%c0%ae%2fetc", "path", &v) == -EINVAL);
+	CHECK(query_get("path=a%80", "path", &v) == -EINVAL);
+	CHECK(query_get("path=%e2%82", "path", &v) == -EINVAL);
+	CHECK(query_get("path=%C3%A9t%C3%A9", "path", &v) == 1 &&
+	      strcmp(v, "\xc3\xa9t\xc3\xa9") == 0);
+	free(v);
 	CHECK(query_get("file_id=f1", "file_id", &v) == 1 && strcmp(v, "f1") == 0);
 	free(v);
 }
