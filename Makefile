@@ -54,3 +54,13 @@ format:
 
 clean:
 	rm -rf build build-asan
+
+# libFuzzer targets (clang, ASan+UBSan) in build-fuzz, each run FUZZ_SECONDS on its corpus;
+# what they find lands in build-fuzz/fuzz-work and build-fuzz/fuzz-crashes.
+.PHONY: fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_BUILD ?= build-fuzz
+fuzz: deps
+	CC=clang cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPADDOCK_FUZZ=ON
+	cmake --build $(FUZZ_BUILD) -j$(JOBS)
+	tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)

@@ -14,6 +14,8 @@ packages=(
 	python3-pytest python3-requests python3-jsonschema python3-yaml curl procps
 	# make bench: load generator, plots, instruction counts
 	wrk python3-matplotlib valgrind
+	# make fuzz: clang with libFuzzer and the sanitizer runtimes
+	clang libclang-rt-14-dev
 )
 
 if [ "$(id -u)" -ne 0 ]; then
