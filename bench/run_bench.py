@@ -1,0 +1,939 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""make bench: paddock's benchmark suite (issue 6), every row next to its floor or peer
+measured in the same run.
+
+Starts the real stack (release build) with tests/integration/paddock_stack.py, and beside
+it a peer nginx rendered from the same template and locations, relaying to bench's
+fcgi_fixed (a FastCGI program answering one fixed reply at once) and answering
+`return 200` and a static file itself. Drivers: bench/pdload (C; keep-alive HTTP latency,
+harnesses over their pipes, start times), wrk with bench/wrk_sessions.lua (throughput),
+curl (files), callgrind (bench/callgrind_check.py). Loopback only; every loop is bounded
+in count and time.
+
+Writes bench/results/<date>_<kernel>.{md,json,png} and prints the table.
+"""
+
+import argparse
+import datetime
+import http.client
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE_DIR = os.path.dirname(HERE)
+NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+
+
+# ---------------------------------------------------------------------------
+# Machine, statistics, small helpers.
+
+def machine():
+    model = "?"
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    mem = meminfo()
+    rev = subprocess.run(["git", "-C", SOURCE_DIR, "describe", "--always", "--dirty"],
+                         capture_output=True, text=True).stdout.strip()
+    return {"nproc": os.cpu_count(), "model": model, "kernel": platform.release(), "source": rev,
+            "mem_total_mib": mem.get("MemTotal", 0) // 1024,
+            "python": sys.version.split()[0]}
+
+
+def machine_line(m):
+    return f"{m['nproc']} x {m['model']}, kernel {m['kernel']}, {m['mem_total_mib']} MiB"
+
+
+def meminfo():
+    out = {}
+    with open("/proc/meminfo", encoding="utf-8") as f:
+        for line in f:
+            k, v = line.split(":", 1)
+            out[k] = int(v.split()[0])
+    return out
+
+
+def load():
+    return round(os.getloadavg()[0], 2)
+
+
+def pct(sorted_vals, p):
+    """Nearest-rank percentile of an ascending list."""
+    if not sorted_vals:
+        return float("nan")
+    k = max(0, min(len(sorted_vals) - 1, int(round(p / 100.0 * len(sorted_vals) + 0.5)) - 1))
+    return sorted_vals[k]
+
+
+def stats_us(samples_ns):
+    s = sorted(x / 1000.0 for x in samples_ns)
+    return {"n": len(s), "median": pct(s, 50), "p99": pct(s, 99), "mean": sum(s) / len(s) if s else 0}
+
+
+def proc_status(pid, keys=("VmRSS", "VmHWM")):
+    out = {}
+    try:
+        with open(f"/proc/{pid}/status", encoding="utf-8") as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                if k in keys:
+                    out[k] = int(v.split()[0])
+    except OSError:
+        pass
+    return out
+
+
+def pss_kib(pid):
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def children_map():
+    kids = {}
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open(f"/proc/{p}/stat", "rb") as f:
+                data = f.read().decode("ascii", "replace")
+        except OSError:
+            continue
+        ppid = int(data[data.rfind(")") + 2:].split()[1])
+        kids.setdefault(ppid, []).append(int(p))
+    return kids
+
+
+def tree(root, kids):
+    out, todo = [], [root]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(kids.get(p, []))
+    return out
+
+
+def wait_connectable(family, addr, proc, what, timeout=30):
+    deadline = time.monotonic() + timeout
+    while True:
+        s = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            s.connect(addr)
+            return
+        except OSError:
+            pass
+        finally:
+            s.close()
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode} during start-up")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what} was not ready within {timeout} s")
+        time.sleep(0.02)
+
+
+class Http:
+    """A keep-alive HTTP/1.1 client for set-up calls (timed loops use pdload)."""
+
+    def __init__(self, port, timeout=120):
+        self.port = port
+        self.timeout = timeout
+        self.conn = None
+
+    def call(self, method, path, body=None, headers=None):
+        for attempt in (0, 1):
+            if self.conn is None:
+                self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout)
+            try:
+                h = {"Content-Type": "application/json"} if body is not None else {}
+                h.update(headers or {})
+                data = json.dumps(body).encode() if isinstance(body, dict) else body
+                if data is None and method == "POST":
+                    data = b""
+                self.conn.request(method, path, body=data, headers=h)
+                r = self.conn.getresponse()
+                return r.status, r.read()
+            except (http.client.HTTPException, OSError):
+                self.conn.close()
+                self.conn = None
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
+    def create(self):
+        st, body = self.call("POST", "/sessions")
+        assert st == 201, (st, body[:300])
+        return json.loads(body)["session_id"]
+
+    def exec(self, sid, req):
+        st, body = self.call("POST", f"/sessions/{sid}/exec", req)
+        assert st == 200, (st, body[:300])
+        return body
+
+    def destroy(self, sid):
+        st, body = self.call("DELETE", f"/sessions/{sid}")
+        assert st == 204, (st, body[:300])
+
+    def close(self):
+        if self.conn:
+            self.conn.close()
+
+
+# ---------------------------------------------------------------------------
+# The peer: the same nginx configuration, relaying to fcgi_fixed.
+
+class Peer:
+    def __init__(self, bench_bin, threads, reply, static_bytes):
+        self.bench_bin = bench_bin
+        self.threads = threads
+        self.reply = reply
+        self.static_bytes = static_bytes
+        self.procs = {}
+        self.state_dir = None
+        self.port = None
+
+    @property
+    def static_path(self):
+        return os.path.join(self.state_dir, "static", "big.bin")
+
+    def start(self):
+        import paddock_stack as ps
+        self.state_dir = tempfile.mkdtemp(prefix="paddock-bench-peer-")
+        os.chmod(self.state_dir, 0o755)
+        for d in ("log", "nginx", "run", "static"):
+            os.makedirs(os.path.join(self.state_dir, d), exist_ok=True)
+            os.chmod(os.path.join(self.state_dir, d), 0o755)
+        with open(self.static_path, "wb") as f:
+            chunk = os.urandom(1 << 20)
+            for _ in range(self.static_bytes >> 20):
+                f.write(chunk)
+        os.chmod(self.static_path, 0o644)
+        reply_file = os.path.join(self.state_dir, "reply.json")
+        with open(reply_file, "wb") as f:
+            f.write(self.reply)
+        sock = os.path.join(self.state_dir, "run", "fcgi.sock")
+        log = open(os.path.join(self.state_dir, "log", "fcgi_fixed.log"), "ab")
+        p = subprocess.Popen([os.path.join(self.bench_bin, "fcgi_fixed"), sock, str(self.threads),
+                              reply_file], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                             start_new_session=True)
+        log.close()
+        self.procs["fcgi_fixed"] = p
+        wait_connectable(socket.AF_UNIX, sock, p, "fcgi_fixed")
+
+        text = self.reply.decode()
+        assert "$" not in text, "the fixed reply would be read as nginx variables"
+        quoted = text.replace("\\", "\\\\").replace("'", "\\'")
+        locations = os.path.join(self.state_dir, "nginx", "locations.conf")
+        with open(locations, "w", encoding="utf-8") as f:
+            f.write(f"include {SOURCE_DIR}/nginx/paddock-locations.conf;\n"
+                    "location = /bench/return200 {\n"
+                    "\tdefault_type application/json;\n"
+                    f"\treturn 200 '{quoted}';\n}}\n"
+                    "location = /bench/static {\n"
+                    "\tdefault_type application/octet-stream;\n"
+                    f"\talias {self.static_path};\n}}\n")
+        with open(os.path.join(SOURCE_DIR, "nginx", "paddock-dev.conf.in"), encoding="utf-8") as f:
+            template = f.read()
+        for _ in range(5):
+            self.port = ps.free_port()
+            conf = template
+            for k, v in {"@USER@": "paddock", "@GROUP@": "paddock",
+                         "@LISTEN@": f"127.0.0.1:{self.port}", "@STATE_DIR@": self.state_dir,
+                         "@FCGI_SOCKET@": sock, "@LOCATIONS@": locations}.items():
+                conf = conf.replace(k, v)
+            path = os.path.join(self.state_dir, "nginx", "nginx.conf")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(conf)
+            log = open(os.path.join(self.state_dir, "log", "nginx.log"), "ab")
+            ng = subprocess.Popen([NGINX, "-p", os.path.join(self.state_dir, "nginx") + "/", "-c", path,
+                                   "-e", os.path.join(self.state_dir, "log", "nginx-error.log")],
+                                  stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                  start_new_session=True)
+            log.close()
+            self.procs["nginx"] = ng
+            try:
+                wait_connectable(socket.AF_INET, ("127.0.0.1", self.port), ng, "peer nginx")
+                return self
+            except RuntimeError:
+                if ng.poll() is None:
+                    raise
+        raise RuntimeError("peer nginx could not bind a free port")
+
+    def stop(self):
+        for key in ("nginx", "fcgi_fixed"):
+            p = self.procs.pop(key, None)
+            if p is None or p.poll() is not None:
+                continue
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        if self.state_dir:
+            shutil.rmtree(self.state_dir, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------
+# The suite.
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.bin = args.bench_bin
+        self.lib = os.path.join(args.build, "lib")
+        self.machine = machine()
+        self.rows = []
+        self.extra = {}
+        self.samples = {}
+        self.tmp = tempfile.mkdtemp(prefix="paddock-bench-")
+        os.chmod(self.tmp, 0o755)
+        self.workdir = os.path.join(self.tmp, "workspace")
+        os.makedirs(self.workdir)
+        self.stack = None
+        self.peer = None
+
+    # -- drivers
+
+    def pdload(self, mode, *argv, key=None):
+        out = os.path.join(self.tmp, "samples.txt")
+        cmd = [os.path.join(self.bin, "pdload"), mode, "--out", out, *map(str, argv)]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        if r.returncode != 0:
+            raise RuntimeError(f"pdload failed: {' '.join(cmd)}\n{r.stderr}")
+        summary = json.loads(r.stdout.strip().splitlines()[-1])
+        with open(out, encoding="ascii") as f:
+            samples = [int(x) for x in f if x.strip()]
+        if key:
+            self.samples.setdefault(key, []).extend(samples)
+        return summary, samples
+
+    def http_lat(self, port, method, path, body_file, expect, n, secs, key):
+        args = ["--port", port, "--method", method, "--path", path, "-n", n, "-t", secs,
+                "--warmup", self.args.warmup, "--header", "Content-Type: application/json"]
+        if body_file:
+            args += ["--body", body_file]
+        if expect:
+            args += ["--expect", expect]
+        return self.pdload("http", *args, key=key)
+
+    def harness_lat(self, kind, code, expect, n, secs, key, procs=1):
+        args = ["--kind", kind, "--lib", self.lib, "--code", code, "--workdir", self.workdir,
+                "-n", n, "-t", secs, "--warmup", self.args.warmup, "--procs", procs]
+        if expect:
+            args += ["--expect", expect]
+        return self.pdload("harness", *args, key=key)
+
+    def add_row(self, **row):
+        row.setdefault("machine", machine_line(self.machine))
+        row.setdefault("load", load())
+        self.rows.append(row)
+        print(format_row(row), flush=True)
+
+    def section(self, title):
+        print(f"\n== {title}  [{machine_line(self.machine)}; load {load()}]", flush=True)
+
+    # -- set-up
+
+    def start(self):
+        os.environ["PADDOCK_BUILD_DIR"] = self.args.build
+        sys.path.insert(0, os.path.join(SOURCE_DIR, "tests", "integration"))
+        import paddock_stack as ps
+        ps.BUILD_DIR = self.args.build
+        env = {"PADDOCK_LOG_LEVEL": "info",
+               "PADDOCK_MAX_SESSIONS": str(max(64, self.args.density + 64))}
+        self.stack = ps.Stack(name="bench", env=env).start()
+        self.http = Http(self.stack.port)
+        # The fixed reply: paddock's own answer to print(1), so both carry the same bytes.
+        sid = self.http.create()
+        self.reply = self.http.exec(sid, {"tool": "code_execution", "input": {"code": "print(1)"}})
+        self.http.destroy(sid)
+        self.peer = Peer(self.bin, 8, self.reply, self.args.file_mib << 20).start()
+        print(f"stack on 127.0.0.1:{self.stack.port}, peer on 127.0.0.1:{self.peer.port}", flush=True)
+
+    def stop(self):
+        problems = []
+        if self.peer:
+            self.peer.stop()
+        if self.stack:
+            self.http.close()
+            problems = self.stack.stop()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        return problems
+
+    def pids(self):
+        return {k: p.pid for k, p in self.stack.procs.items()}
+
+    # -- row 1: sequential latency, one warm session
+
+    def row_latency(self):
+        a = self.args
+        self.section(f"1. sequential keep-alive latency, one warm session "
+                     f"({a.rounds} rounds x up to {a.n} requests or {a.seconds} s each)")
+        sid = self.http.create()
+        marker = "paddock-bench-view-marker"
+        self.http.exec(sid, {"tool": "text_editor_code_execution",
+                             "input": {"command": "create", "path": "notes.md",
+                                       "file_text": "".join(f"line {i} {marker}\n" for i in range(20))}})
+        cases = [
+            ("python print(1)", {"tool": "code_execution", "input": {"code": "print(1)"}},
+             "python", "print(1)", '"1\\n"'),
+            ("bash echo 1", {"tool": "bash_code_execution", "input": {"command": "echo 1"}},
+             "bash", "echo 1", '"1\\n"'),
+            ("editor view", {"tool": "text_editor_code_execution",
+                             "input": {"command": "view", "path": "notes.md"}}, None, None, marker),
+        ]
+        path = f"/sessions/{sid}/exec"
+        for name, req, kind, code, expect in cases:
+            body_file = os.path.join(self.tmp, "body.json")
+            with open(body_file, "w", encoding="utf-8") as f:
+                json.dump(req, f)
+            reply = self.http.exec(sid, req)
+            assert expect.encode() in reply, (name, reply[:300])
+            errs = {"paddock": 0, "harness": 0, "relay": 0, "return200": 0}
+            for _ in range(a.rounds):
+                s, _ = self.http_lat(self.stack.port, "POST", path, body_file, expect, a.n, a.seconds,
+                                     f"{name}|paddock")
+                errs["paddock"] += s["errors"]
+                if kind:
+                    s, _ = self.harness_lat(kind, code, "1\n", a.n, a.seconds, f"{name}|harness")
+                    errs["harness"] += s["errors"]
+                s, _ = self.http_lat(self.peer.port, "POST", path, body_file, None, a.n, a.seconds,
+                                     f"{name}|relay")
+                errs["relay"] += s["errors"]
+                s, _ = self.http_lat(self.peer.port, "POST", "/bench/return200", body_file, None, a.n,
+                                     a.seconds, f"{name}|return200")
+                errs["return200"] += s["errors"]
+            p = stats_us(self.samples[f"{name}|paddock"])
+            h = stats_us(self.samples[f"{name}|harness"]) if kind else {"median": 0.0, "p99": 0.0, "n": 0}
+            r = stats_us(self.samples[f"{name}|relay"])
+            n200 = stats_us(self.samples[f"{name}|return200"])
+            floor_med = h["median"] + r["median"]
+            floor_p99 = h["p99"] + r["p99"]
+            note = ("floor = harness over its pipes (same argv, no sandbox) + the same nginx config "
+                    "relaying to fcgi_fixed") if kind else (
+                    "the editor runs inside sessiond: floor (a) is taken as 0 (one small file read), "
+                    "so the floor is the relay alone: strict")
+            self.add_row(row="1", what=f"{name} via nginx", unit="us", n=p["n"], median=p["median"],
+                         p99=p["p99"], peer="floor (a)+(b)", peer_median=floor_med, peer_p99=floor_p99,
+                         ratio_median=p["median"] / floor_med, ratio_p99=p["p99"] / floor_p99,
+                         target="med <= 1.25x, p99 <= 2x (print: also <= 2x return 200)",
+                         errors=errs["paddock"], note=note)
+            if kind:
+                self.add_row(row="1a", what=f"  floor (a): {kind} harness over pipes", unit="us", n=h["n"],
+                             median=h["median"], p99=h["p99"], errors=errs["harness"])
+            self.add_row(row="1b", what="  floor (b): nginx -> fcgi_fixed relay", unit="us", n=r["n"],
+                         median=r["median"], p99=r["p99"], errors=errs["relay"])
+            self.add_row(row="1c", what="  peer: nginx `return 200`", unit="us", n=n200["n"],
+                         median=n200["median"], p99=n200["p99"], peer="return 200",
+                         peer_median=n200["median"], peer_p99=n200["p99"], ratio_median=p["median"] / n200["median"],
+                         ratio_p99=p["p99"] / n200["p99"], errors=errs["return200"],
+                         note="ratios: paddock over return 200")
+        self.http.destroy(sid)
+
+    # -- row 2: CreateSession + DestroySession, no pool
+
+    def row_create(self):
+        a = self.args
+        self.section(f"2. CreateSession + DestroySession through nginx, no pool ({a.creates} cycles)")
+        create, first, destroy, total = [], [], [], []
+        body = {"tool": "code_execution", "input": {"code": "print(1)"}}
+        deadline = time.monotonic() + 120
+        for _ in range(a.creates):
+            if time.monotonic() > deadline:
+                break
+            t0 = time.perf_counter_ns()
+            sid = self.http.create()
+            t1 = time.perf_counter_ns()
+            out = self.http.exec(sid, body)
+            t2 = time.perf_counter_ns()
+            self.http.destroy(sid)
+            t3 = time.perf_counter_ns()
+            assert b'"1\\n"' in out
+            create.append(t1 - t0)
+            first.append(t2 - t1)
+            destroy.append(t3 - t2)
+            total.append(t3 - t0)
+        self.samples["create"] = create
+        py, _ = self.pdload("spawn", "-n", a.creates, "-t", 60, "--warmup", 3, "--",
+                            "/usr/bin/python3", "-I", "-c", "pass", key="python3 -I -c pass")
+        hs, _ = self.pdload("harness-start", "--kind", "python", "--lib", self.lib, "--workdir",
+                            self.workdir, "--expect", "1\n", "-n", a.creates, "-t", 60, "--warmup", 3,
+                            key="harness start + print(1)")
+        c, f, d, t = (stats_us(x) for x in (create, first, destroy, total))
+        pys = stats_us(self.samples["python3 -I -c pass"])
+        hss = stats_us(self.samples["harness start + print(1)"])
+        self.add_row(row="2", what="CreateSession (sandbox, no interpreter yet)", unit="ms",
+                     n=c["n"], median=c["median"] / 1e3, p99=c["p99"] / 1e3,
+                     peer="python3 -I -c pass", peer_median=pys["median"] / 1e3,
+                     peer_p99=pys["p99"] / 1e3, ratio_median=c["median"] / pys["median"],
+                     ratio_p99=c["p99"] / pys["p99"],
+                     target="<= interpreter start + 5 ms (no pool)",
+                     verdict_ok=c["median"] <= pys["median"] + 5000, errors=0,
+                     note="sessiond starts the interpreter lazily, on the first exec")
+        self.add_row(row="2", what="first print(1) in a new session (interpreter start)", unit="ms",
+                     n=f["n"], median=f["median"] / 1e3, p99=f["p99"] / 1e3,
+                     peer="harness start + print(1), no sandbox", peer_median=hss["median"] / 1e3,
+                     peer_p99=hss["p99"] / 1e3, ratio_median=f["median"] / hss["median"],
+                     ratio_p99=f["p99"] / hss["p99"], errors=py["errors"] + hs["errors"])
+        self.add_row(row="2", what="create + first print(1)", unit="ms", n=t["n"],
+                     median=(c["median"] + f["median"]) / 1e3, p99=None,
+                     peer="python3 -I -c pass + 5 ms", peer_median=pys["median"] / 1e3 + 5,
+                     ratio_median=(c["median"] + f["median"]) / (pys["median"] + 5000),
+                     target="<= interpreter start + 5 ms", note="sum of the two medians above")
+        self.add_row(row="2", what="DestroySession", unit="ms", n=d["n"], median=d["median"] / 1e3,
+                     p99=d["p99"] / 1e3)
+
+    # -- row 3: throughput
+
+    def row_throughput(self):
+        a = self.args
+        k = a.sessions
+        self.section(f"3. throughput: {k} sessions x print(1), {k} concurrent clients, {a.tput_seconds} s")
+        sids = [self.http.create() for _ in range(k)]
+        body = {"tool": "code_execution", "input": {"code": "print(1)"}}
+        for sid in sids:
+            self.http.exec(sid, body)
+        ids_file = os.path.join(self.tmp, "ids.txt")
+        with open(ids_file, "w", encoding="ascii") as f:
+            f.write("\n".join(sids) + "\n")
+        body_file = os.path.join(self.tmp, "tput.json")
+        with open(body_file, "w", encoding="utf-8") as f:
+            json.dump(body, f)
+
+        def wrk(port):
+            env = dict(os.environ, PDBENCH_IDS=ids_file)
+            r = subprocess.run(["wrk", f"-t{k}", f"-c{k}", f"-d{a.tput_seconds}s", "--timeout", "30s",
+                                "-s", os.path.join(HERE, "wrk_sessions.lua"),
+                                f"http://127.0.0.1:{port}/", "--", body_file, '"1\\n"'],
+                               capture_output=True, text=True, env=env, timeout=a.tput_seconds + 120)
+            m = re.search(r"^WRKJSON (.*)$", r.stdout, re.M)
+            if not m:
+                raise RuntimeError(f"wrk failed:\n{r.stdout}\n{r.stderr}")
+            w = json.loads(m.group(1))
+            w["rps"] = w["requests"] / (w["duration_us"] / 1e6)
+            return w
+
+        results = []
+        for _ in range(a.tput_rounds):
+            w = wrk(self.stack.port)
+            h, _ = self.harness_lat("python", "print(1)", "1\n", 10 ** 7, a.tput_seconds, None, procs=k)
+            r = wrk(self.peer.port)
+            results.append((w, h, r))
+        best = max(results, key=lambda x: x[0]["rps"] / x[1]["rate"])
+        med = sorted(results, key=lambda x: x[0]["rps"] / x[1]["rate"])[len(results) // 2]
+        w, h, r = med
+        self.extra["throughput_rounds"] = [{"paddock": x[0], "harness": x[1], "relay": x[2]} for x in results]
+        errors = sum(x[0]["bad"] + x[0]["socket_errors"] for x in results)
+        self.add_row(row="3", what=f"paddock via nginx, wrk -t{k} -c{k}", unit="req/s", n=w["requests"],
+                     median=w["rps"], p99=None, peer=f"{k} harnesses over pipes", peer_median=h["rate"],
+                     ratio_median=w["rps"] / h["rate"], target=">= 0.5x, zero errors", errors=errors,
+                     note=f"median of {len(results)} rounds (best {best[0]['rps'] / best[1]['rate']:.3f}); "
+                          f"request latency p50 {w['p50_us'] / 1e3:.2f} ms p99 {w['p99_us'] / 1e3:.2f} ms")
+        self.add_row(row="3a", what=f"  floor: {k} python harnesses over pipes, {k} threads", unit="req/s",
+                     n=h["count"], median=h["rate"], p99=None, errors=h["errors"])
+        self.add_row(row="3b", what="  peer: nginx -> fcgi_fixed relay, same wrk", unit="req/s",
+                     n=r["requests"], median=r["rps"], p99=None, errors=r["bad"] + r["socket_errors"])
+        for sid in sids:
+            self.http.destroy(sid)
+
+    # -- row 4: density
+
+    def admin_sessions(self):
+        from proto_client import SessiondClient
+        c = SessiondClient(os.path.join(self.stack.run_dir, "sessiond.sock"))
+        try:
+            reply, _ = c.call({"op": "admin_sessions"})
+        finally:
+            c.close()
+        assert reply.get("ok"), reply
+        return reply["sessions"]
+
+    def row_density(self):
+        a = self.args
+        n = a.density
+        self.section(f"4. density: {n} idle Python sessions")
+        pids = self.pids()
+        mem0 = meminfo()["MemAvailable"]
+        sd0 = proc_status(pids["paddock-sessiond"])
+        sids, lock, failures = [], threading.Lock(), []
+        body = {"tool": "code_execution", "input": {"code": "print(1)"}}
+        t0 = time.monotonic()
+        deadline = t0 + a.density_timeout
+
+        def worker(count):
+            c = Http(self.stack.port)
+            try:
+                for _ in range(count):
+                    if time.monotonic() > deadline:
+                        failures.append("time bound reached")
+                        return
+                    try:
+                        sid = c.create()
+                        with lock:
+                            sids.append(sid)
+                        c.exec(sid, body)
+                    except AssertionError as e:
+                        failures.append(str(e)[:200])
+                        return
+            finally:
+                c.close()
+
+        conc = 4
+        th = [threading.Thread(target=worker, args=(n // conc + (i < n % conc),)) for i in range(conc)]
+        for t in th:
+            t.start()
+        for t in th:
+            t.join()
+        created_s = time.monotonic() - t0
+        time.sleep(1.0)  # let the interpreters settle after their first print(1)
+        sessions = self.admin_sessions()
+        kids = children_map()
+        per = []
+        for s in sessions:
+            procs = tree(s["init_pid"], kids)
+            per.append(sum(pss_kib(p) for p in procs))
+        per.sort()
+        mem1 = meminfo()["MemAvailable"]
+        sd1 = proc_status(pids["paddock-sessiond"])
+        cg = sorted(s.get("memory_bytes", 0) for s in sessions)
+        live = len(sessions)
+        self.extra["density"] = {"requested": n, "live": live, "create_seconds": created_s,
+                                 "failures": failures[:5], "pss_kib": per,
+                                 "memavailable_drop_kib": mem0 - mem1,
+                                 "sessiond_before": sd0, "sessiond_after": sd1}
+        self.add_row(row="4", what=f"PSS per idle Python session ({live} live)", unit="MiB",
+                     n=live, median=pct(per, 50) / 1024, p99=pct(per, 99) / 1024,
+                     target="<= 6 MiB; >= 1,000 sessions", errors=len(failures),
+                     note=f"init + harness processes, smaps_rollup Pss; created in {created_s:.1f} s "
+                          f"({live / created_s:.1f}/s with {conc} clients, each with one print(1))")
+        self.add_row(row="4", what="  MemAvailable drop per session", unit="MiB", n=live,
+                     median=(mem0 - mem1) / max(live, 1) / 1024, p99=None,
+                     note="includes kernel objects (netns, mounts, cgroup, page tables); noisy on a "
+                          "shared machine")
+        if cg and cg[-1]:
+            self.add_row(row="4", what="  cgroup memory per session", unit="MiB", n=live,
+                         median=pct(cg, 50) / 2 ** 20, p99=pct(cg, 99) / 2 ** 20)
+        self.add_row(row="4", what="  sessiond RSS before -> after", unit="MiB", n=live,
+                     median=sd1.get("VmRSS", 0) / 1024, p99=None,
+                     note=f"before {sd0.get('VmRSS', 0) / 1024:.1f} MiB, "
+                          f"{(sd1.get('VmRSS', 0) - sd0.get('VmRSS', 0)) / max(live, 1):.0f} KiB/session")
+        t1 = time.monotonic()
+
+        def destroyer(part):
+            c = Http(self.stack.port)
+            try:
+                for sid in part:
+                    c.destroy(sid)
+            finally:
+                c.close()
+
+        th = [threading.Thread(target=destroyer, args=(sids[i::conc],)) for i in range(conc)]
+        for t in th:
+            t.start()
+        for t in th:
+            t.join()
+        self.extra["density"]["destroy_seconds"] = time.monotonic() - t1
+
+    # -- row 5: files
+
+    def curl(self, args):
+        r = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w",
+                            "%{http_code} %{time_total} %{size_upload} %{size_download}", *args],
+                           capture_output=True, text=True, timeout=300)
+        code, tt, up, down = r.stdout.split()
+        return int(code), float(tt), float(up), float(down)
+
+    def row_files(self):
+        a = self.args
+        size = a.file_mib << 20
+        self.section(f"5. {a.file_mib} MiB PutFile then GetFile ({a.file_rounds} rounds), curl over loopback")
+        pids = self.pids()
+        before = {k: proc_status(pids[k]) for k in ("paddock-sessiond", "paddock-fcgi")}
+        sid = self.http.create()
+        base, peer = f"http://127.0.0.1:{self.stack.port}", f"http://127.0.0.1:{self.peer.port}"
+        src = self.peer.static_path
+        res = {"put": [], "get": [], "static": [], "relay_put": []}
+        for _ in range(a.file_rounds):
+            code, tt, up, _ = self.curl(["-F", f"file=@{src};filename=big.bin", "-F", "path=big.bin",
+                                         f"{base}/sessions/{sid}/files"])
+            assert code == 201, code
+            res["put"].append(size / tt)
+            code, tt, _, down = self.curl([f"{base}/sessions/{sid}/files?path=big.bin"])
+            assert code == 200 and int(down) == size, (code, down)
+            res["get"].append(size / tt)
+            code, tt, _, down = self.curl([f"{peer}/bench/static"])
+            assert code == 200 and int(down) == size, (code, down)
+            res["static"].append(size / tt)
+            code, tt, up, _ = self.curl(["-F", f"file=@{src};filename=big.bin", "-F", "path=big.bin",
+                                         f"{peer}/sessions/x/files"])
+            assert code == 200, code
+            res["relay_put"].append(size / tt)
+        after = {k: proc_status(pids[k]) for k in ("paddock-sessiond", "paddock-fcgi")}
+        self.http.destroy(sid)
+        med = {k: sorted(v)[len(v) // 2] / 2 ** 20 for k, v in res.items()}
+        self.extra["files"] = {"mib_per_s": res, "rss_before": before, "rss_after": after}
+        mem = "; ".join(f"{k.replace('paddock-', '')} RSS {before[k].get('VmRSS', 0) / 1024:.1f}->"
+                        f"{after[k].get('VmRSS', 0) / 1024:.1f} MiB (peak {after[k].get('VmHWM', 0) / 1024:.1f})"
+                        for k in before)
+        self.add_row(row="5", what=f"PutFile {a.file_mib} MiB via nginx", unit="MiB/s",
+                     n=a.file_rounds, median=med["put"], p99=None, peer="nginx static GET (cat)",
+                     peer_median=med["static"], ratio_median=med["put"] / med["static"],
+                     target=">= 0.5x cat; memory flat", errors=0, note=mem)
+        self.add_row(row="5", what=f"GetFile {a.file_mib} MiB via nginx", unit="MiB/s",
+                     n=a.file_rounds, median=med["get"], p99=None, peer="nginx static GET (cat)",
+                     peer_median=med["static"], ratio_median=med["get"] / med["static"],
+                     target=">= 0.5x cat", errors=0)
+        self.add_row(row="5a", what="  peer: nginx static file GET", unit="MiB/s", n=a.file_rounds,
+                     median=med["static"], p99=None)
+        self.add_row(row="5b", what="  peer: same upload to fcgi_fixed (reads, discards)", unit="MiB/s",
+                     n=a.file_rounds, median=med["relay_put"], p99=None,
+                     note=f"PutFile / this = {med['put'] / med['relay_put']:.2f}")
+
+    # -- row 6: callgrind
+
+    def row_callgrind(self):
+        a = self.args
+        self.section("6. callgrind: instructions per print(1) exec inside sessiond")
+        cmd = [sys.executable, os.path.join(HERE, "callgrind_check.py"), "--build", a.build,
+               "--bench-bin", self.bin, "--execs", str(a.cg_execs), "--json", os.path.join(self.tmp, "cg.json")]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+        sys.stdout.write(r.stdout)
+        if r.returncode not in (0, 1):
+            print(r.stderr)
+            self.add_row(row="6", what="callgrind check", unit="Ir", n=0, median=None, p99=None,
+                         errors=1, note="the check failed to run: " + r.stderr.strip()[-300:])
+            return
+        with open(os.path.join(self.tmp, "cg.json"), encoding="utf-8") as f:
+            cg = json.load(f)
+        self.extra["callgrind"] = cg
+        self.add_row(row="6", what="sessiond instructions per exec (callgrind)", unit="Ir",
+                     n=cg["execs"], median=cg["per_exec"], p99=None, peer="baseline",
+                     peer_median=cg.get("baseline"), ratio_median=cg.get("ratio"),
+                     target=f"<= {1 + cg['threshold']:.2f}x baseline", errors=0,
+                     verdict_ok=cg["ok"], note=cg.get("note", ""))
+        self.cg_regressed = not cg["ok"]
+
+
+# ---------------------------------------------------------------------------
+# Output.
+
+def fmt(v, unit):
+    if v is None:
+        return "-"
+    if isinstance(v, float) and v != v:
+        return "nan"
+    if unit == "Ir":
+        return f"{v:,.0f}"
+    if unit == "us":
+        return f"{v:.0f}"
+    if abs(v) >= 100:
+        return f"{v:.0f}"
+    return f"{v:.2f}"
+
+
+def fmt_ratio(v):
+    return "-" if v is None else f"{v:.2f}x"
+
+
+def format_row(r):
+    u = r.get("unit", "")
+    s = f"  {r['what']:<52} {fmt(r.get('median'), u):>10} {fmt(r.get('p99'), u):>10} {u:<6}"
+    if r.get("peer_median") is not None:
+        s += (f" | {r.get('peer', ''):<26} {fmt(r.get('peer_median'), u):>9} "
+              f"{fmt(r.get('peer_p99'), u):>9}  ratio {fmt_ratio(r.get('ratio_median'))}"
+              f" / {fmt_ratio(r.get('ratio_p99'))}")
+    if r.get("errors"):
+        s += f"  ERRORS {r['errors']}"
+    return s
+
+
+def markdown(bench, started, problems):
+    m = bench.machine
+    lines = [f"# paddock bench, {started}", "",
+             f"Machine: {m['nproc']} CPUs, {m['model']}, kernel {m['kernel']}, {m['mem_total_mib']} MiB; "
+             f"Python {m['python']}; source {m['source']}, Release build.", "",
+             "Every floor and peer was measured in this run, interleaved with the row it "
+             "serves (rounds). Latencies are per request, sequential, keep-alive, one client (pdload). "
+             "`load` is the 1-minute load average when the row was printed (the machine is shared).", "",
+             "| row | what | median | p99 | unit | floor / peer | its median | its p99 | ratio median | "
+             "ratio p99 | target | errors | load |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in bench.rows:
+        u = r.get("unit", "")
+        lines.append("| " + " | ".join([
+            r["row"], r["what"].strip().replace("|", "\\|"), fmt(r.get("median"), u), fmt(r.get("p99"), u), u,
+            r.get("peer", "") or "", fmt(r.get("peer_median"), u) if r.get("peer_median") is not None else "",
+            fmt(r.get("peer_p99"), u) if r.get("peer_p99") is not None else "",
+            fmt_ratio(r.get("ratio_median")) if r.get("ratio_median") is not None else "",
+            fmt_ratio(r.get("ratio_p99")) if r.get("ratio_p99") is not None else "",
+            r.get("target", "") or "", str(r.get("errors", "")), str(r.get("load", ""))]) + " |")
+    notes = [f"- row {r['row']}, {r['what'].strip()}: {r['note']}" for r in bench.rows if r.get("note")]
+    if notes:
+        lines += ["", "Notes:", ""] + notes
+    cg = bench.extra.get("callgrind")
+    if cg and cg.get("top"):
+        lines += ["", "Callgrind, sessiond's own instructions per exec by function (self cost, "
+                  "difference of a run with N execs and one with none, divided by N):", "",
+                  "| Ir per exec | share | function |", "|---|---|---|"]
+        for f in cg["top"][:15]:
+            lines.append(f"| {f['per_exec']:,.0f} | {f['share'] * 100:.1f}% | `{f['fn']}` |")
+    if problems:
+        lines += ["", "Problems found when stopping the stack:", ""] + [f"- {p}" for p in problems]
+    return "\n".join(lines) + "\n"
+
+
+def plot(bench, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is missing (scripts/deps.sh): no plot", file=sys.stderr)
+        return False
+    fig, axes = plt.subplots(2, 2, figsize=(14, 10))
+    ax = axes[0][0]
+    keys = [k for k in bench.samples if "|" in k]
+    names = sorted({k.split("|")[0] for k in keys}, key=lambda n: keys.index(n + "|paddock"))
+    parts = ["paddock", "harness", "relay", "return200"]
+    width = 0.2
+    for i, part in enumerate(parts):
+        meds, p99s, xs = [], [], []
+        for j, n in enumerate(names):
+            s = bench.samples.get(f"{n}|{part}")
+            if not s:
+                continue
+            st = stats_us(s)
+            xs.append(j + (i - 1.5) * width)
+            meds.append(st["median"])
+            p99s.append(st["p99"])
+        ax.bar(xs, meds, width, label=part)
+        ax.scatter(xs, p99s, marker="_", color="black", s=200, zorder=3)
+    ax.set_xticks(range(len(names)))
+    ax.set_xticklabels(names)
+    if names:
+        ax.set_yscale("log")
+    ax.set_ylabel("µs (bar: median, dash: p99)")
+    ax.set_title("1. sequential latency vs floors")
+    ax.legend()
+    ax = axes[0][1]
+    for part in parts:
+        s = bench.samples.get(f"python print(1)|{part}")
+        if s:
+            v = sorted(x / 1000 for x in s)
+            ax.plot(v, [i / len(v) for i in range(len(v))], label=part)
+    if bench.samples.get("python print(1)|paddock"):
+        ax.set_xscale("log")
+    ax.set_xlabel("µs")
+    ax.set_title("print(1): latency CDF")
+    ax.legend()
+    ax = axes[1][0]
+    labels, vals = [], []
+    for r in bench.rows:
+        if r["row"].startswith("3") or r["row"].startswith("5"):
+            labels.append(r["what"].strip()[:40])
+            vals.append(r["median"] or 0)
+    ax.barh(labels, vals)
+    if any(v > 0 for v in vals):
+        ax.set_xscale("log")
+    ax.set_title("3. throughput (req/s) and 5. files (MiB/s)")
+    ax = axes[1][1]
+    labels, vals = [], []
+    for key in ("create", "python3 -I -c pass", "harness start + print(1)"):
+        if bench.samples.get(key):
+            labels.append(key)
+            vals.append(stats_us(bench.samples[key])["median"] / 1e3)
+    ax.bar(labels, vals)
+    ax.set_ylabel("ms (median)")
+    ax.set_title("2. cold create vs interpreter start")
+    m = bench.machine
+    fig.suptitle(f"paddock bench: {m['nproc']} x {m['model']}, kernel {m['kernel']}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    return True
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default=os.path.join(SOURCE_DIR, "build-bench"),
+                    help="release build of paddock (paddock-sessiond, paddock-fcgi, lib/)")
+    ap.add_argument("--bench-bin", help="where pdload, fcgi_fixed, vg_shim.so are (default BUILD/bench)")
+    ap.add_argument("--out-dir", default=os.path.join(HERE, "results"))
+    ap.add_argument("--name", help="results file name (default <date>_<kernel>)")
+    ap.add_argument("--rows", default="1,2,3,4,5,6", help="comma-separated rows to run")
+    ap.add_argument("-n", type=int, default=2000, help="row 1: requests per measurement per round")
+    ap.add_argument("--seconds", type=float, default=10, help="row 1: time bound per measurement")
+    ap.add_argument("--rounds", type=int, default=3, help="row 1: interleaved rounds")
+    ap.add_argument("--warmup", type=int, default=50)
+    ap.add_argument("--creates", type=int, default=40, help="row 2: create/destroy cycles")
+    ap.add_argument("--sessions", type=int, default=32, help="row 3: sessions and clients")
+    ap.add_argument("--tput-seconds", type=int, default=10)
+    ap.add_argument("--tput-rounds", type=int, default=3)
+    ap.add_argument("--density", type=int, default=200, help="row 4: idle Python sessions")
+    ap.add_argument("--density-timeout", type=int, default=600)
+    ap.add_argument("--file-mib", type=int, default=100)
+    ap.add_argument("--file-rounds", type=int, default=3)
+    ap.add_argument("--cg-execs", type=int, default=50, help="row 6: execs under callgrind")
+    args = ap.parse_args()
+    args.build = os.path.abspath(args.build)
+    args.bench_bin = os.path.abspath(args.bench_bin or os.path.join(args.build, "bench"))
+    rows = set(args.rows.split(","))
+    if os.geteuid() != 0:
+        sys.exit("run_bench.py: run as root (sessiond needs it)")
+
+    started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    bench = Bench(args)
+    bench.cg_regressed = False
+    problems = []
+    print(f"paddock bench: {machine_line(bench.machine)}; load {load()}", flush=True)
+    t0 = time.monotonic()
+    try:
+        bench.start()
+        for key, fn in (("1", bench.row_latency), ("2", bench.row_create), ("3", bench.row_throughput),
+                        ("4", bench.row_density), ("5", bench.row_files), ("6", bench.row_callgrind)):
+            if key in rows:
+                fn()
+    finally:
+        problems = bench.stop()
+    elapsed = time.monotonic() - t0
+
+    os.makedirs(args.out_dir, exist_ok=True)
+    name = args.name or f"{datetime.date.today().isoformat()}_{bench.machine['kernel']}"
+    base = os.path.join(args.out_dir, name)
+    with open(base + ".md", "w", encoding="utf-8") as f:
+        f.write(markdown(bench, started, problems))
+    with open(base + ".json", "w", encoding="utf-8") as f:
+        json.dump({"started": started, "elapsed_s": elapsed, "machine": bench.machine, "args": vars(args),
+                   "rows": bench.rows, "extra": bench.extra, "problems": problems,
+                   "samples_summary": {k: stats_us(v) for k, v in bench.samples.items()}}, f, indent=1)
+    plotted = plot(bench, base + ".png")
+    print(f"\nwrote {base}.md, {base}.json{', ' + base + '.png' if plotted else ''} in {elapsed:.0f} s")
+    for p in problems:
+        print(f"stack: {p}")
+    bad = [r for r in bench.rows if r.get("errors")]
+    if bench.cg_regressed:
+        print("REGRESSION: instructions per exec above the callgrind baseline's threshold")
+    if bad:
+        print("ERRORS in rows: " + ", ".join(r["what"].strip() for r in bad))
+    return 1 if (bench.cg_regressed or bad or problems) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
