@@ -14,12 +14,13 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "code.h"
 #include "log.h"
 #include "metrics.h"
 #include "otari.h"
 
 /* The APIs served, tried in order. The code-interpreter plane joins here. */
-static const RouteTable *const apis[] = { &otari_routes, &metrics_routes };
+static const RouteTable *const apis[] = { &otari_routes, &metrics_routes, &code_routes };
 
 static int64_t now_ms(void)
 {
@@ -193,6 +194,8 @@ int server_run(App *app)
 	app->stop_fd = eventfd(0, EFD_CLOEXEC);
 	if (app->stop_fd < 0)
 		return -errno;
+	/* The code plane probes its interpreters once, before the first request needs them. */
+	code_probe_start(cfg);
 	for (; started < n; started++) {
 		Worker *w = &workers[started];
 

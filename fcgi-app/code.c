@@ -1,0 +1,776 @@
+/* SPDX-License-Identifier: MIT */
+/* The code-interpreter plane: routes, the envelope, and execute on the v1, v2, nodejs, jupyter routes. */
+#include "code.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "cleanup.h"
+#include "json_in.h"
+#include "json_out.h"
+#include "log.h"
+
+/* Which request and reply shapes a route speaks. */
+enum surface {
+	SURF_V2,      /* /v2/code/execute */
+	SURF_V1,      /* /v1/code/execute: empty streams null, empty code runs */
+	SURF_NODE,    /* /v1/nodejs/execute: always JavaScript */
+	SURF_JUPYTER, /* /v1/jupyter/execute: Python on the kernel tier, nine keys per output */
+};
+
+enum lang { LANG_PYTHON, LANG_JAVASCRIPT };
+
+static void code_execute_v2(ReqCtx *rq);
+static void code_execute_v1(ReqCtx *rq);
+static void nodejs_execute(ReqCtx *rq);
+static void jupyter_execute(ReqCtx *rq);
+
+static const Route routes[] = {
+	{ "code-exec-v2", "POST", "/v2/code/execute", code_execute_v2 },
+	{ "code-exec-v1", "POST", "/v1/code/execute", code_execute_v1 },
+	{ "code-info", "GET", "/v2/code/info", code_info },
+	{ "code-info", "GET", "/v1/code/info", code_info },
+	{ "capabilities", "GET", "/v1/capabilities", code_capabilities },
+	{ "code-session-create", "POST", "/v2/code/sessions", code_session_create },
+	{ "code-session-list", "GET", "/v2/code/sessions", code_session_list },
+	{ "code-session-get", "GET", "/v2/code/sessions/{id}", code_session_get },
+	{ "code-session-delete", "DELETE", "/v2/code/sessions/{id}", code_session_delete },
+	{ "jupyter-exec", "POST", "/v1/jupyter/execute", jupyter_execute },
+	{ "jupyter-sessions", "GET", "/v1/jupyter/sessions", jupyter_session_list },
+	{ "jupyter-sessions-delete", "DELETE", "/v1/jupyter/sessions", jupyter_session_delete_all },
+	{ "jupyter-session-create", "POST", "/v1/jupyter/sessions/create", jupyter_session_create },
+	{ "jupyter-session-delete", "DELETE", "/v1/jupyter/sessions/{id}", jupyter_session_delete },
+	{ "nodejs-exec", "POST", "/v1/nodejs/execute", nodejs_execute },
+};
+
+const RouteTable code_routes = { "code", routes, ARRAY_SIZE(routes) };
+
+/* ---- the envelope ---- */
+
+void code_reply(ReqCtx *rq, int status, bool success, const char *message, json_object *data)
+{
+	_cleanup_json_ json_object *o = json_object_new_object();
+
+	if (!o || json_set(o, "success", json_object_new_boolean(success)) < 0 ||
+	    json_set(o, "message", json_object_new_string(message)) < 0 ||
+	    json_object_object_add(o, "data", data) < 0) {
+		if (!o)
+			json_object_put(data);
+		http_error(&rq->http, 500, NULL, "out of memory");
+		return;
+	}
+	http_send_json(&rq->http, status, o, NULL);
+}
+
+void code_fail(ReqCtx *rq, int status, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	code_reply(rq, status, false, msg, NULL);
+}
+
+void code_invalid(ReqCtx *rq, const char *field, const char *type, const char *fmt, ...)
+{
+	_cleanup_json_ json_object *o = json_object_new_object();
+	json_object *errors = json_object_new_array(), *e = json_object_new_object();
+	json_object *loc = json_object_new_array();
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (!o || !errors || !e || !loc ||
+	    json_object_array_add(loc, json_object_new_string("body")) < 0 ||
+	    (field && json_object_array_add(loc, json_object_new_string(field)) < 0) ||
+	    json_set(e, "location", TAKE_PTR(loc)) < 0 ||
+	    json_set(e, "message", json_object_new_string(msg)) < 0 ||
+	    json_set(e, "type", json_object_new_string(type)) < 0 ||
+	    json_object_array_add(errors, e) < 0) {
+		json_object_put(loc);
+		json_object_put(e);
+		json_object_put(errors);
+		http_error(&rq->http, 500, NULL, "out of memory");
+		return;
+	}
+	if (json_set(o, "success", json_object_new_boolean(false)) < 0 ||
+	    json_set(o, "message", json_object_new_string(msg)) < 0 ||
+	    json_object_object_add(o, "data", NULL) < 0 || json_set(o, "errors", errors) < 0) {
+		http_error(&rq->http, 500, NULL, "out of memory");
+		return;
+	}
+	http_send_json(&rq->http, 422, o, NULL);
+}
+
+void code_sd_fail(ReqCtx *rq, int r, const SdReply *rep)
+{
+	int status;
+
+	if (r < 0 || !rep) {
+		log_warn("sessiond call failed: %s REQUEST_ID=%s", strerror(-r),
+			 rq->http.request_id);
+		code_fail(rq, 503, "the session daemon is unavailable; retry later");
+		return;
+	}
+	status = sd_kind_status(rep->kind);
+	if (status == 500)
+		log_err("sessiond internal error (%s): %s REQUEST_ID=%s", rep->kind,
+			rep->detail ? rep->detail : "-", rq->http.request_id);
+	/* limit: the detail is the exact sentence the plane promises ("Maximum number..."). */
+	code_fail(rq, status, "%s",
+		  rep->detail && *rep->detail ? rep->detail : "the request could not be served");
+}
+
+int code_read_body(ReqCtx *rq, bool allow_empty, json_object **ret)
+{
+	const PaddockConfig *cfg = rq->app->cfg;
+	_cleanup_free_ char *body = NULL;
+	char err[256];
+	size_t len = 0, i;
+	int r;
+
+	*ret = NULL;
+	r = http_read_all(&rq->http, (size_t)cfg->max_body_bytes, &body, &len);
+	if (r == -EFBIG) {
+		code_fail(rq, 413, "the request body is larger than %" PRId64 " bytes",
+			  cfg->max_body_bytes);
+		return -1;
+	}
+	if (r < 0) {
+		code_fail(rq, 400, "the request body could not be read");
+		return -1;
+	}
+	for (i = 0; i < len && body[i] && strchr(" \t\r\n", body[i]); i++)
+		;
+	if (i == len) {
+		if (allow_empty)
+			return 0;
+		code_invalid(rq, NULL, "missing", "a JSON object body is required");
+		return -1;
+	}
+	r = json_in_parse(body, len, (int)cfg->json_max_depth, ret, err, sizeof(err));
+	if (r == -ENOMEM) {
+		code_fail(rq, 500, "out of memory");
+		return -1;
+	}
+	if (r < 0) {
+		code_invalid(rq, NULL, "json_invalid", "the body is not valid JSON: %s", err);
+		return -1;
+	}
+	if (!json_object_is_type(*ret, json_type_object)) {
+		json_putp(ret);
+		code_invalid(rq, NULL, "model_type", "the body must be a JSON object");
+		return -1;
+	}
+	return 0;
+}
+
+json_object *code_sd_request(ReqCtx *rq, const char *op, const char *session_id)
+{
+	json_object *o = json_object_new_object();
+
+	if (!o)
+		return NULL;
+	if (json_set(o, "op", json_object_new_string(op)) < 0 ||
+	    json_set(o, "request_id", json_object_new_string(rq->http.request_id)) < 0 ||
+	    (rq->tenant && json_set(o, "tenant", json_object_new_string(rq->tenant)) < 0) ||
+	    (session_id && json_set(o, "session_id", json_object_new_string(session_id)) < 0)) {
+		json_object_put(o);
+		return NULL;
+	}
+	return o;
+}
+
+int code_take_session_id(ReqCtx *rq, json_object *body, const char **ret)
+{
+	size_t len;
+	int r = json_in_string(body, "session_id", ret, &len);
+
+	if (r == 0) {
+		*ret = NULL;
+		return 0;
+	}
+	if (r < 0) {
+		code_invalid(rq, "session_id", "string_type",
+			     "session_id must be a string or null");
+		return -1;
+	}
+	if (!route_id_valid(*ret, len)) {
+		code_invalid(rq, "session_id", "value_error",
+			     "session_id must be 1 to %d characters of A-Z a-z 0-9 _ -",
+			     ROUTE_ID_MAX);
+		return -1;
+	}
+	return 0;
+}
+
+int code_check_cwd(ReqCtx *rq, const char *session_id, const char *cwd)
+{
+	_cleanup_json_ json_object *req = code_sd_request(rq, "list", session_id);
+	SdReply rep;
+	int r;
+
+	if (!req || json_set(req, "path", json_object_new_string(cwd)) < 0) {
+		code_fail(rq, 500, "out of memory");
+		return -1;
+	}
+	r = sd_call(&rq->w->sd, req, SD_RETRY_ANY, &rep);
+	if (r < 0) {
+		code_sd_fail(rq, r, NULL);
+		return -1;
+	}
+	if (!rep.ok) {
+		const char *kind = rep.kind ? rep.kind : "";
+		bool bad_path = !strcmp(kind, "not_found") || !strcmp(kind, "forbidden") ||
+				!strcmp(kind, "invalid") || !strcmp(kind, "bad_request");
+
+		if (bad_path)
+			code_invalid(rq, "cwd", "value_error",
+				     "cwd must name a directory under /workspace: %.200s", cwd);
+		else
+			code_sd_fail(rq, r, &rep);
+		sd_reply_clear(&rep);
+		return -1;
+	}
+	sd_reply_clear(&rep);
+	return 0;
+}
+
+/* ---- execute: the request ---- */
+
+/* One execute request, validated. Strings are borrowed from the body. */
+struct exec_req {
+	enum surface surf;
+	enum lang lang;
+	const char *code;	 /* the cell */
+	size_t code_len;	 /* its bytes */
+	int64_t timeout;	 /* seconds */
+	const char *session_id;	 /* NULL: none given */
+	bool stateful;		 /* a new session with a generated id when none is given */
+	const char *cwd;	 /* NULL: the workspace */
+	const char *user;	 /* NULL: the session's own account */
+	const char *kernel_name; /* jupyter: the kernel asked for, NULL: the default */
+};
+
+static const struct {
+	const char *name; /* what the request may say */
+	enum lang lang;	  /* what it means */
+} languages[] = {
+	{ "python", LANG_PYTHON },	   { "python3", LANG_PYTHON },
+	{ "javascript", LANG_JAVASCRIPT }, { "node", LANG_JAVASCRIPT },
+	{ "nodejs", LANG_JAVASCRIPT },	   { "js", LANG_JAVASCRIPT },
+};
+
+static const char *lang_name(enum lang l)
+{
+	return l == LANG_PYTHON ? "python" : "javascript";
+}
+
+static int take_language(ReqCtx *rq, json_object *body, enum lang *ret)
+{
+	json_object *v;
+	const char *s;
+
+	if (!json_object_object_get_ex(body, "language", &v) || !v) {
+		code_invalid(rq, "language", "missing",
+			     "language is required: python or javascript");
+		return -1;
+	}
+	s = json_object_is_type(v, json_type_string) ? json_object_get_string(v) :
+						       json_object_to_json_string(v);
+	if (json_object_is_type(v, json_type_string))
+		for (size_t i = 0; i < ARRAY_SIZE(languages); i++)
+			if (strcasecmp(languages[i].name, s) == 0) {
+				*ret = languages[i].lang;
+				return 0;
+			}
+	code_invalid(rq, "language", "enum",
+		     "Unsupported language '%.64s'. Supported: python, "
+		     "javascript",
+		     s);
+	return -1;
+}
+
+static int take_code(ReqCtx *rq, json_object *body, struct exec_req *x)
+{
+	const PaddockConfig *cfg = rq->app->cfg;
+	int r = json_in_string(body, "code", &x->code, &x->code_len);
+
+	if (r == 0) {
+		code_invalid(rq, "code", "missing", "code is required");
+		return -1;
+	}
+	if (r < 0) {
+		code_invalid(rq, "code", "string_type", "code must be a string");
+		return -1;
+	}
+	/* v2 refuses an empty cell; the 1.x routes run it and answer with no outputs. */
+	if (x->code_len == 0 && x->surf == SURF_V2) {
+		code_invalid(rq, "code", "string_too_short", "code must not be empty");
+		return -1;
+	}
+	if (x->code_len > (size_t)cfg->code_max_bytes) {
+		code_invalid(rq, "code", "string_too_long",
+			     "code is longer than the %" PRId64 "-byte limit", cfg->code_max_bytes);
+		return -1;
+	}
+	/* No interpreter takes a NUL in source, and a C string would silently end there. */
+	if (memchr(x->code, '\0', x->code_len)) {
+		code_invalid(rq, "code", "value_error", "code must not contain NUL characters");
+		return -1;
+	}
+	return 0;
+}
+
+static int take_timeout(ReqCtx *rq, json_object *body, int64_t *ret)
+{
+	const PaddockConfig *cfg = rq->app->cfg;
+	int r = json_in_int(body, "timeout", ret);
+
+	if (r == 0) {
+		*ret = cfg->exec_timeout_default;
+		return 0;
+	}
+	if (r < 0) {
+		code_invalid(rq, "timeout", "int_type",
+			     "timeout must be an integer number of seconds");
+		return -1;
+	}
+	if (*ret < 1) {
+		code_invalid(rq, "timeout", "greater_than_equal",
+			     "timeout must be at least 1 second");
+		return -1;
+	}
+	if (*ret > cfg->exec_timeout_max) {
+		code_invalid(rq, "timeout", "less_than_equal",
+			     "timeout must be at most %" PRId64 " seconds", cfg->exec_timeout_max);
+		return -1;
+	}
+	return 0;
+}
+
+/* An optional string field; 422 for another type. */
+static int take_opt_string(ReqCtx *rq, json_object *body, const char *key, const char **ret)
+{
+	int r = json_in_string(body, key, ret, NULL);
+
+	if (r < 0) {
+		code_invalid(rq, key, "string_type", "%s must be a string or null", key);
+		return -1;
+	}
+	if (r == 0)
+		*ret = NULL;
+	return 0;
+}
+
+static int take_stateful(ReqCtx *rq, json_object *body, bool *ret)
+{
+	json_object *v;
+
+	*ret = false;
+	if (!json_object_object_get_ex(body, "stateful", &v) || !v)
+		return 0;
+	if (!json_object_is_type(v, json_type_boolean)) {
+		code_invalid(rq, "stateful", "bool_type", "stateful must be true or false");
+		return -1;
+	}
+	*ret = json_object_get_boolean(v);
+	return 0;
+}
+
+static int parse_exec(ReqCtx *rq, json_object *body, struct exec_req *x)
+{
+	if (x->surf == SURF_V1 || x->surf == SURF_V2) {
+		if (take_language(rq, body, &x->lang) < 0)
+			return -1;
+	} else {
+		x->lang = x->surf == SURF_NODE ? LANG_JAVASCRIPT : LANG_PYTHON;
+	}
+	if (take_code(rq, body, x) < 0 || take_timeout(rq, body, &x->timeout) < 0 ||
+	    code_take_session_id(rq, body, &x->session_id) < 0 ||
+	    take_stateful(rq, body, &x->stateful) < 0 ||
+	    take_opt_string(rq, body, "cwd", &x->cwd) < 0 ||
+	    take_opt_string(rq, body, "user", &x->user) < 0 ||
+	    take_opt_string(rq, body, "kernel_name", &x->kernel_name) < 0)
+		return -1;
+	if (x->cwd && (!*x->cwd || strlen(x->cwd) > 4000)) {
+		code_invalid(rq, "cwd", "value_error",
+			     "cwd must name a directory under /workspace");
+		return -1;
+	}
+	if (x->user && !*x->user)
+		x->user = NULL;
+	return 0;
+}
+
+/* ---- execute: runtimes ---- */
+
+/* Is the runtime the request needs there? Answers 503 or 501 and returns -1 when not. */
+static int need_runtime(ReqCtx *rq, const struct exec_req *x, bool *kernel)
+{
+	const CodeRuntimes *rt = code_runtimes(rq->app->cfg);
+
+	*kernel = false;
+	if (x->surf == SURF_JUPYTER) {
+		if (!rt->kernel_ok) {
+			code_fail(rq, 501, "No Jupyter kernel is available here: %s",
+				  rt->kernel_missing);
+			return -1;
+		}
+		*kernel = true;
+		return 0;
+	}
+	if (x->lang == LANG_JAVASCRIPT) {
+		if (!rt->node_ok) {
+			code_fail(rq, 503, "JavaScript is not available: %s", rt->node_missing);
+			return -1;
+		}
+		return 0;
+	}
+	if (!rt->python_serves) {
+		code_fail(rq, 503, "Python is not available: %s", rt->python_missing);
+		return -1;
+	}
+	*kernel = rt->tier == CODE_TIER_KERNEL;
+	return 0;
+}
+
+/* kernel_name: null, "python3", or "python3.<minor>" of the Python that is there. */
+static int check_kernel_name(ReqCtx *rq, const char *name)
+{
+	const CodeRuntimes *rt = code_runtimes(rq->app->cfg);
+	char versioned[48];
+	const char *dot;
+
+	if (!name || strcmp(name, "python3") == 0)
+		return 0;
+	/* "3.11.2" -> "python3.11" */
+	dot = strchr(rt->python_version, '.');
+	dot = dot ? strchr(dot + 1, '.') : NULL;
+	snprintf(versioned, sizeof(versioned), "python%.*s",
+		 dot ? (int)(dot - rt->python_version) : (int)strlen(rt->python_version),
+		 rt->python_version);
+	if (strcmp(name, versioned) == 0)
+		return 0;
+	code_invalid(rq, "kernel_name", "enum", "Unknown kernel '%.64s'. Available: python3, %s",
+		     name, versioned);
+	return -1;
+}
+
+/* ---- execute: the session ---- */
+
+/* Where the cell runs. */
+struct target {
+	char id[ROUTE_ID_MAX + 1]; /* the session */
+	bool created;		   /* made by this request */
+	bool one_off;		   /* destroyed after the run */
+};
+
+/* create; *sid gets the new id. The daemon's errors are answered here. */
+static int create_session(ReqCtx *rq, const char *want, bool kernel, struct target *t)
+{
+	_cleanup_json_ json_object *req = code_sd_request(rq, "create", want);
+	SdReply rep;
+	const char *id;
+	int r;
+
+	if (!req || json_set(req, "plane", json_object_new_string("code")) < 0 ||
+	    json_set(req, "kernel", json_object_new_boolean(kernel)) < 0) {
+		code_fail(rq, 500, "out of memory");
+		return -1;
+	}
+	r = sd_call(&rq->w->sd, req, SD_RETRY_ON_SEND, &rep);
+	if (r == 0 && !rep.ok && want && rep.kind && strcmp(rep.kind, "exists") == 0) {
+		/* Another request made it first: it is there, which is what we wanted. */
+		snprintf(t->id, sizeof(t->id), "%s", want);
+		sd_reply_clear(&rep);
+		return 0;
+	}
+	if (r < 0 || !rep.ok) {
+		code_sd_fail(rq, r, r < 0 ? NULL : &rep);
+		sd_reply_clear(&rep);
+		return -1;
+	}
+	if (json_in_string(rep.obj, "session_id", &id, NULL) <= 0) {
+		sd_reply_clear(&rep);
+		code_fail(rq, 500, "the session daemon gave no session id");
+		return -1;
+	}
+	snprintf(t->id, sizeof(t->id), "%s", id);
+	t->created = true;
+	sd_reply_clear(&rep);
+	return 0;
+}
+
+/* Does the session exist? 1 yes, 0 no, -1 after answering a failure. */
+static int session_exists(ReqCtx *rq, const char *id)
+{
+	_cleanup_json_ json_object *req = code_sd_request(rq, "session_info", id);
+	SdReply rep;
+	int r;
+
+	if (!req) {
+		code_fail(rq, 500, "out of memory");
+		return -1;
+	}
+	r = sd_call(&rq->w->sd, req, SD_RETRY_ANY, &rep);
+	if (r == 0 && (rep.ok || (rep.kind && strcmp(rep.kind, "not_found") == 0))) {
+		bool ok = rep.ok;
+
+		sd_reply_clear(&rep);
+		return ok;
+	}
+	code_sd_fail(rq, r, r < 0 ? NULL : &rep);
+	sd_reply_clear(&rep);
+	return -1;
+}
+
+static void destroy_session(ReqCtx *rq, const char *id)
+{
+	_cleanup_json_ json_object *req = code_sd_request(rq, "destroy", id);
+	SdReply rep;
+
+	if (req && sd_call(&rq->w->sd, req, SD_RETRY_ANY, &rep) == 0)
+		sd_reply_clear(&rep);
+}
+
+/*
+ * Find or make the session of x. A user other than the sandbox account is refused: a 400
+ * on a session that exists (its user cannot change), else *refuse is set and no session is
+ * made (the caller answers 200 with a ProcessError).
+ */
+static int acquire_session(ReqCtx *rq, const struct exec_req *x, bool kernel, struct target *t,
+			   bool *refuse)
+{
+	bool foreign_user = x->user && strcmp(x->user, CODE_SANDBOX_USER) != 0;
+	int r;
+
+	*t = (struct target){ 0 };
+	*refuse = false;
+	if (x->session_id) {
+		r = session_exists(rq, x->session_id);
+		if (r < 0)
+			return -1;
+		if (r > 0 && foreign_user) {
+			code_fail(rq, 400,
+				  "The user of session '%s' cannot change: it runs as '%s'",
+				  x->session_id, CODE_SANDBOX_USER);
+			return -1;
+		}
+		if (foreign_user) {
+			*refuse = true;
+			return 0;
+		}
+		if (r > 0) {
+			snprintf(t->id, sizeof(t->id), "%s", x->session_id);
+			return 0;
+		}
+		return create_session(rq, x->session_id, kernel, t);
+	}
+	if (foreign_user) {
+		*refuse = true;
+		return 0;
+	}
+	t->one_off = !x->stateful;
+	return create_session(rq, NULL, kernel, t);
+}
+
+/* ---- execute: the reply ---- */
+
+static json_object *stream_value(const char *s, size_t len, bool null_when_empty)
+{
+	if (len == 0 && null_when_empty)
+		return NULL;
+	return json_object_new_string_len(s ? s : "", (int)len);
+}
+
+/* json_object_object_add for values that may be null on purpose. */
+static int put(json_object *o, const char *key, json_object *v, bool null_ok)
+{
+	if (!v && !null_ok)
+		return -ENOMEM;
+	if (json_object_object_add(o, key, v) < 0) {
+		json_object_put(v);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static json_object *count_value(int64_t n)
+{
+	return n >= 0 ? json_object_new_int64(n) : NULL;
+}
+
+/* data for the code and nodejs routes. */
+static json_object *render_code_data(const struct exec_req *x, const CellOutcome *o,
+				     const char *sid)
+{
+	bool v1 = x->surf == SURF_V1;
+	json_object *d = json_object_new_object();
+
+	if (!d)
+		return NULL;
+	if (put(d, "language", json_object_new_string(lang_name(x->lang)), false) < 0 ||
+	    put(d, "code", json_object_new_string_len(x->code, (int)x->code_len), false) < 0 ||
+	    put(d, "status", json_object_new_string(o->status), false) < 0 ||
+	    put(d, "outputs", cell_outputs_render(o, false), false) < 0 ||
+	    put(d, "stdout", stream_value(o->stdout_text, o->stdout_len, v1), v1) < 0 ||
+	    put(d, "stderr", stream_value(o->stderr_text, o->stderr_len, v1), v1) < 0 ||
+	    put(d, "exit_code", json_object_new_int(o->exit_code), false) < 0 ||
+	    put(d, "execution_count", count_value(o->execution_count), true) < 0 ||
+	    put(d, "session_id", sid ? json_object_new_string(sid) : NULL, true) < 0 ||
+	    (v1 && put(d, "traceback", json_object_get(o->traceback), true) < 0)) {
+		json_object_put(d);
+		return NULL;
+	}
+	return d;
+}
+
+static json_object *render_jupyter_data(const struct exec_req *x, const CellOutcome *o,
+					const char *sid)
+{
+	json_object *d = json_object_new_object();
+
+	if (!d)
+		return NULL;
+	if (put(d, "kernel_name", json_object_new_string(x->kernel_name ?: "python3"), false) < 0 ||
+	    put(d, "session_id", sid ? json_object_new_string(sid) : NULL, true) < 0 ||
+	    put(d, "status", json_object_new_string(o->status), false) < 0 ||
+	    put(d, "execution_count", count_value(o->execution_count), true) < 0 ||
+	    put(d, "outputs", cell_outputs_render(o, true), false) < 0 ||
+	    put(d, "code", json_object_new_string_len(x->code, (int)x->code_len), false) < 0 ||
+	    put(d, "msg_id", NULL, true) < 0) {
+		json_object_put(d);
+		return NULL;
+	}
+	return d;
+}
+
+static void answer_outcome(ReqCtx *rq, const struct exec_req *x, const CellOutcome *o,
+			   const char *sid)
+{
+	json_object *data = x->surf == SURF_JUPYTER ? render_jupyter_data(x, o, sid) :
+						      render_code_data(x, o, sid);
+	const char *msg = !strcmp(o->status, "ok")	? "Code executed successfully" :
+			  !strcmp(o->status, "timeout") ? "Code execution timed out" :
+							  "Code execution failed";
+
+	if (!data) {
+		code_fail(rq, 500, "out of memory");
+		return;
+	}
+	code_reply(rq, 200, strcmp(o->status, "ok") == 0, msg, data);
+}
+
+/* ---- execute: the flow ---- */
+
+static int run_cell(ReqCtx *rq, const struct exec_req *x, const char *sid, SdReply *rep)
+{
+	_cleanup_json_ json_object *req = code_sd_request(rq, "exec", sid);
+	int r;
+
+	if (!req ||
+	    json_set(req, "tool",
+		     json_object_new_string(x->lang == LANG_PYTHON ? "python" : "node")) < 0 ||
+	    json_set(req, "code", json_object_new_string_len(x->code, (int)x->code_len)) < 0 ||
+	    json_set(req, "timeout_ms", json_object_new_int64(x->timeout * 1000)) < 0 ||
+	    json_set(req, "mode", json_object_new_string("cell")) < 0) {
+		code_fail(rq, 500, "out of memory");
+		return -1;
+	}
+	/* Running code twice is worse than failing once: no retry after sessiond saw it. */
+	r = sd_call(&rq->w->sd, req, SD_RETRY_ON_SEND, rep);
+	if (r < 0 || !rep->ok) {
+		code_sd_fail(rq, r, r < 0 ? NULL : rep);
+		sd_reply_clear(rep);
+		return -1;
+	}
+	return 0;
+}
+
+static void refuse_user(ReqCtx *rq, const struct exec_req *x)
+{
+	_cleanup_(cell_outcome_clear) CellOutcome o = { 0 };
+	char why[256];
+
+	snprintf(why, sizeof(why),
+		 "cannot run as user '%.64s': every session runs as its own unprivileged '%s' "
+		 "account, and no other",
+		 x->user, CODE_SANDBOX_USER);
+	if (cell_outcome_process_error(why, &o) < 0) {
+		code_fail(rq, 500, "out of memory");
+		return;
+	}
+	answer_outcome(rq, x, &o, NULL);
+}
+
+static void execute(ReqCtx *rq, enum surface surf)
+{
+	_cleanup_json_ json_object *body = NULL;
+	_cleanup_(cell_outcome_clear) CellOutcome o = { 0 };
+	struct exec_req x = { .surf = surf };
+	struct target t;
+	bool kernel, refuse;
+	SdReply rep;
+	int r;
+
+	if (code_read_body(rq, false, &body) < 0 || parse_exec(rq, body, &x) < 0)
+		return;
+	if (surf == SURF_JUPYTER && check_kernel_name(rq, x.kernel_name) < 0)
+		return;
+	if (need_runtime(rq, &x, &kernel) < 0)
+		return;
+	if (acquire_session(rq, &x, kernel, &t, &refuse) < 0)
+		return;
+	if (refuse) {
+		refuse_user(rq, &x);
+		return;
+	}
+	/* A bad cwd changes nothing: a session made for this request goes again. */
+	if (x.cwd && code_check_cwd(rq, t.id, x.cwd) < 0) {
+		if (t.created)
+			destroy_session(rq, t.id);
+		return;
+	}
+	r = run_cell(rq, &x, t.id, &rep);
+	if (t.one_off)
+		destroy_session(rq, t.id);
+	if (r < 0)
+		return;
+	r = cell_outcome_build(rq->app->cfg, rep.obj, x.timeout, &o);
+	sd_reply_clear(&rep);
+	if (r < 0) {
+		code_fail(rq, 500, "out of memory");
+		return;
+	}
+	answer_outcome(rq, &x, &o, t.one_off ? NULL : t.id);
+}
+
+static void code_execute_v2(ReqCtx *rq)
+{
+	execute(rq, SURF_V2);
+}
+
+static void code_execute_v1(ReqCtx *rq)
+{
+	execute(rq, SURF_V1);
+}
+
+static void nodejs_execute(ReqCtx *rq)
+{
+	execute(rq, SURF_NODE);
+}
+
+static void jupyter_execute(ReqCtx *rq)
+{
+	execute(rq, SURF_JUPYTER);
+}

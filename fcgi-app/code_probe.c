@@ -1,0 +1,478 @@
+/* SPDX-License-Identifier: MIT */
+/* What the code plane can run here: probe the interpreters once, pick the Python tier, report it. */
+#include "code.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "json_in.h"
+#include "json_out.h"
+#include "log.h"
+
+#define PROBE_TIMEOUT_MS 20000
+#define PROBE_OUT_MAX 1024
+/* The 1.x model bounds a language's timeouts at 300 s; the plane's own maximum is in
+ * max_timeout at the top of info and in each language's details. */
+#define MODEL_TIMEOUT_MAX 300
+
+/* Imports IPython (the kernel tier needs it) and reports ipykernel beside it. */
+static const char ipython_probe[] = "import IPython\n"
+				    "print(IPython.__version__)\n"
+				    "try:\n"
+				    "    import ipykernel\n"
+				    "    print('ipykernel', ipykernel.__version__)\n"
+				    "except Exception:\n"
+				    "    pass\n";
+
+static CodeRuntimes runtimes;
+static const PaddockConfig *probe_cfg;
+static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t probe_cfg_lock = PTHREAD_MUTEX_INITIALIZER;
+
+const char *code_tier_name(enum code_tier t)
+{
+	return t == CODE_TIER_KERNEL ? "kernel" : "native";
+}
+
+static int spawn_with_pipe(char *const argv[], int out_fd, pid_t *pid)
+{
+	static char *const env[] = { "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8",
+				     "HOME=/tmp", "MPLBACKEND=Agg", NULL };
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t at;
+	sigset_t none, dfl;
+	int r;
+
+	sigemptyset(&none);
+	sigemptyset(&dfl);
+	/* The worker blocks SIGTERM and ignores SIGPIPE; the probe must not inherit that. */
+	sigaddset(&dfl, SIGPIPE);
+	posix_spawn_file_actions_init(&fa);
+	posix_spawnattr_init(&at);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
+	posix_spawn_file_actions_adddup2(&fa, out_fd, 2);
+	posix_spawnattr_setsigmask(&at, &none);
+	posix_spawnattr_setsigdefault(&at, &dfl);
+	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+	r = -posix_spawn(pid, argv[0], &fa, &at, argv, env);
+	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&at);
+	return r;
+}
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Collect a child's output until it closes the pipe or the deadline passes. */
+static bool read_until_eof(int fd, char *out, size_t outlen)
+{
+	int64_t deadline = mono_ms() + PROBE_TIMEOUT_MS;
+	size_t used = 0;
+
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		int64_t left = deadline - mono_ms();
+		char buf[256];
+		ssize_t n;
+
+		if (left <= 0)
+			return false;
+		if (poll(&p, 1, (int)left) < 0) {
+			if (errno == EINTR)
+				continue;
+			return false;
+		}
+		n = read(fd, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return true;
+		if (used + 1 < outlen) {
+			size_t take = (size_t)n < outlen - 1 - used ? (size_t)n : outlen - 1 - used;
+
+			memcpy(out + used, buf, take);
+			used += take;
+			out[used] = '\0';
+		}
+	}
+}
+
+/* Run argv with a bounded wait; out gets what it printed. 0 when it exited 0, else < 0. */
+static int run_probe(char *const argv[], char *out, size_t outlen)
+{
+	_cleanup_close_ int rfd = -1, wfd = -1;
+	int pfd[2], status = 0;
+	bool done;
+	pid_t pid;
+	int r;
+
+	out[0] = '\0';
+	if (pipe2(pfd, O_CLOEXEC) < 0)
+		return -errno;
+	rfd = pfd[0];
+	wfd = pfd[1];
+	r = spawn_with_pipe(argv, wfd, &pid);
+	if (r < 0)
+		return r;
+	wfd = safe_close(wfd);
+	done = read_until_eof(rfd, out, outlen);
+	if (!done)
+		kill(pid, SIGKILL);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (!done)
+		return -ETIMEDOUT;
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -ENOEXEC;
+}
+
+/* "Python 3.11.2\n" -> "3.11.2"; "v20.1.0\n" -> "20.1.0". */
+static void version_from(const char *text, char *ver, size_t len)
+{
+	const char *p = text + strcspn(text, "0123456789");
+
+	snprintf(ver, len, "%.*s", (int)strcspn(p, " \r\n"), p);
+}
+
+static void probe_python(const PaddockConfig *cfg, CodeRuntimes *rt)
+{
+	char out[PROBE_OUT_MAX];
+	char *const ver_argv[] = { cfg->python_bin, "--version", NULL };
+	char *const ipy_argv[] = { cfg->python_bin, "-I", "-c", (char *)ipython_probe, NULL };
+	int r = run_probe(ver_argv, out, sizeof(out));
+
+	if (r < 0) {
+		snprintf(rt->python_missing, sizeof(rt->python_missing),
+			 "looked for python3 at %s (python_bin), and it %s", cfg->python_bin,
+			 r == -ENOENT ? "does not exist" : "did not run");
+		return;
+	}
+	rt->python_ok = true;
+	version_from(out, rt->python_version, sizeof(rt->python_version));
+	r = run_probe(ipy_argv, out, sizeof(out));
+	if (r < 0)
+		return;
+	rt->ipython_ok = true;
+	version_from(out, rt->ipython_version, sizeof(rt->ipython_version));
+	rt->ipykernel_ok = strstr(out, "ipykernel") != NULL;
+}
+
+static void probe_node(const PaddockConfig *cfg, CodeRuntimes *rt)
+{
+	char out[PROBE_OUT_MAX];
+	char *const argv[] = { cfg->node_bin, "--version", NULL };
+	int r = run_probe(argv, out, sizeof(out));
+
+	if (r < 0) {
+		snprintf(rt->node_missing, sizeof(rt->node_missing),
+			 "looked for node at %s (node_bin), and it %s", cfg->node_bin,
+			 r == -ENOENT ? "does not exist" : "did not run");
+		return;
+	}
+	rt->node_ok = true;
+	version_from(out, rt->node_version, sizeof(rt->node_version));
+}
+
+/* The selection ladder: kernel when IPython imports, else native; code_backend pins one. */
+static void pick_tier(const PaddockConfig *cfg, CodeRuntimes *rt)
+{
+	bool pinned_native = strcmp(cfg->code_backend, "native") == 0;
+	bool pinned_kernel = strcmp(cfg->code_backend, "kernel") == 0;
+
+	rt->kernel_ok = rt->python_ok && rt->ipython_ok && !pinned_native;
+	if (!rt->python_ok)
+		snprintf(rt->kernel_missing, sizeof(rt->kernel_missing), "%s", rt->python_missing);
+	else if (!rt->ipython_ok)
+		snprintf(rt->kernel_missing, sizeof(rt->kernel_missing),
+			 "looked for IPython ('import IPython' with %s), and it is not installed",
+			 cfg->python_bin);
+	else if (pinned_native)
+		snprintf(rt->kernel_missing, sizeof(rt->kernel_missing),
+			 "code_backend (AIO_CODE_BACKEND) pins the native tier");
+	rt->tier = rt->kernel_ok ? CODE_TIER_KERNEL : CODE_TIER_NATIVE;
+	rt->python_serves = rt->python_ok;
+	if (pinned_kernel) {
+		rt->tier = CODE_TIER_KERNEL;
+		rt->python_serves = rt->kernel_ok;
+		if (!rt->kernel_ok && rt->python_ok)
+			snprintf(rt->python_missing, sizeof(rt->python_missing),
+				 "code_backend (AIO_CODE_BACKEND) pins the kernel tier, and %.400s",
+				 rt->kernel_missing);
+	}
+}
+
+static void note_warnings(const PaddockConfig *cfg, CodeRuntimes *rt)
+{
+	size_t n = 0;
+
+	if (cfg->jupyter_endpoint[0])
+		snprintf(rt->warnings[n++], sizeof(rt->warnings[0]),
+			 "jupyter_endpoint (AIO_JUPYTER_ENDPOINT) is set, but this build has no "
+			 "endpoint tier; Python runs on the %s tier",
+			 code_tier_name(rt->tier));
+	if (cfg->code_prewarm > 0 || cfg->kernel_prewarm > 0)
+		snprintf(rt->warnings[n++], sizeof(rt->warnings[0]),
+			 "code_prewarm / kernel_prewarm (AIO_CODE_PREWARM / AIO_KERNEL_PREWARM) "
+			 "are set, but the session daemon keeps no warm interpreters yet");
+}
+
+static void probe_run(void)
+{
+	const PaddockConfig *cfg;
+	CodeRuntimes *rt = &runtimes;
+
+	pthread_mutex_lock(&probe_cfg_lock);
+	cfg = probe_cfg;
+	pthread_mutex_unlock(&probe_cfg_lock);
+	probe_python(cfg, rt);
+	probe_node(cfg, rt);
+	pick_tier(cfg, rt);
+	note_warnings(cfg, rt);
+	log_info("code plane: python %s, node %s, IPython %s; Python runs on the %s tier",
+		 rt->python_ok ? rt->python_version : "missing",
+		 rt->node_ok ? rt->node_version : "missing",
+		 rt->ipython_ok ? rt->ipython_version : "missing", code_tier_name(rt->tier));
+}
+
+static void set_cfg(const PaddockConfig *cfg)
+{
+	pthread_mutex_lock(&probe_cfg_lock);
+	if (!probe_cfg)
+		probe_cfg = cfg;
+	pthread_mutex_unlock(&probe_cfg_lock);
+}
+
+const CodeRuntimes *code_runtimes(const PaddockConfig *cfg)
+{
+	set_cfg(cfg);
+	pthread_once(&probe_once, probe_run);
+	return &runtimes;
+}
+
+static void *probe_thread(void *arg)
+{
+	code_runtimes(arg);
+	return NULL;
+}
+
+void code_probe_start(const PaddockConfig *cfg)
+{
+	pthread_attr_t at;
+	pthread_t t;
+
+	set_cfg(cfg);
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	/* Without the thread the first request runs the probe: slower, not wrong. */
+	if (pthread_create(&t, &at, probe_thread, (void *)cfg) != 0)
+		log_warn("code plane: cannot start the runtime probe early");
+	pthread_attr_destroy(&at);
+}
+
+/* ---- info ---- */
+
+static json_object *availability(bool ok, const char *version)
+{
+	json_object *o = json_object_new_object();
+
+	if (!o || json_set(o, "available", json_object_new_boolean(ok)) < 0 ||
+	    json_object_object_add(o, "version", ok ? json_object_new_string(version) : NULL) < 0) {
+		json_object_put(o);
+		return NULL;
+	}
+	return o;
+}
+
+static json_object *string_list(const char *const *items, size_t n)
+{
+	json_object *a = json_object_new_array();
+
+	for (size_t i = 0; a && i < n; i++)
+		if (items[i] && json_object_array_add(a, json_object_new_string(items[i])) < 0) {
+			json_object_put(a);
+			return NULL;
+		}
+	return a;
+}
+
+/* One CodeLanguageInfo entry of the 1.x model, with our details. */
+static json_object *language_entry(const PaddockConfig *cfg, const char *lang, const char *desc,
+				   bool ok, const char *version, const char *const *aliases,
+				   size_t n_aliases, const char *tier, const char *missing)
+{
+	json_object *o = json_object_new_object(), *d = json_object_new_object();
+	int64_t def = cfg->exec_timeout_default, max = cfg->exec_timeout_max;
+
+	if (!o || !d || json_set(o, "details", d) < 0) {
+		json_object_put(o);
+		return NULL;
+	}
+	if (json_set(o, "language", json_object_new_string(lang)) < 0 ||
+	    json_set(o, "description", json_object_new_string(desc)) < 0 ||
+	    json_object_object_add(o, "runtime_version",
+				   ok ? json_object_new_string(version) : NULL) < 0 ||
+	    json_set(o, "default_timeout",
+		     json_object_new_int64(def < MODEL_TIMEOUT_MAX ? def : MODEL_TIMEOUT_MAX)) <
+		    0 ||
+	    json_set(o, "max_timeout",
+		     json_object_new_int64(max < MODEL_TIMEOUT_MAX ? max : MODEL_TIMEOUT_MAX)) <
+		    0 ||
+	    json_set(o, "aliases", string_list(aliases, n_aliases)) < 0 ||
+	    json_set(d, "available", json_object_new_boolean(ok)) < 0 ||
+	    json_set(d, "tier", json_object_new_string(tier)) < 0 ||
+	    json_set(d, "default_timeout_seconds", json_object_new_int64(def)) < 0 ||
+	    json_set(d, "max_timeout_seconds", json_object_new_int64(max)) < 0 ||
+	    json_object_object_add(d, "missing", ok ? NULL : json_object_new_string(missing)) < 0) {
+		json_object_put(o);
+		return NULL;
+	}
+	return o;
+}
+
+static json_object *languages_list(const PaddockConfig *cfg, const CodeRuntimes *rt)
+{
+	static const char *const py_aliases[] = { "python3" };
+	static const char *const js_aliases[] = { "node", "nodejs", "js" };
+	json_object *a = json_object_new_array();
+	char py_desc[128], js_desc[128];
+
+	snprintf(py_desc, sizeof(py_desc), "Python %s on the %s tier%s",
+		 rt->python_ok ? rt->python_version : "(not installed)", code_tier_name(rt->tier),
+		 rt->tier == CODE_TIER_KERNEL ? " (IPython)" : " (standard library REPL)");
+	snprintf(js_desc, sizeof(js_desc), "JavaScript on Node.js %s (a persistent vm context)",
+		 rt->node_ok ? rt->node_version : "(not installed)");
+	if (!a ||
+	    json_object_array_add(a, language_entry(cfg, "python", py_desc, rt->python_serves,
+						    rt->python_version, py_aliases, 1,
+						    code_tier_name(rt->tier), rt->python_missing)) <
+		    0 ||
+	    json_object_array_add(a, language_entry(cfg, "javascript", js_desc, rt->node_ok,
+						    rt->node_version, js_aliases, 3, "native",
+						    rt->node_missing)) < 0) {
+		json_object_put(a);
+		return NULL;
+	}
+	return a;
+}
+
+void code_info(ReqCtx *rq)
+{
+	const PaddockConfig *cfg = rq->app->cfg;
+	const CodeRuntimes *rt = code_runtimes(cfg);
+	const char *kinds[] = { rt->python_serves ? "python" : NULL, rt->node_ok ? "nodejs" : NULL,
+				rt->kernel_ok ? "jupyter" : NULL };
+	json_object *d = json_object_new_object();
+
+	if (!d || json_set(d, "backend", json_object_new_string(code_tier_name(rt->tier))) < 0 ||
+	    json_set(d, "kinds", string_list(kinds, ARRAY_SIZE(kinds))) < 0 ||
+	    json_set(d, "languages", languages_list(cfg, rt)) < 0 ||
+	    json_set(d, "python", availability(rt->python_serves, rt->python_version)) < 0 ||
+	    json_set(d, "node", availability(rt->node_ok, rt->node_version)) < 0 ||
+	    json_set(d, "max_sessions", json_object_new_int64(cfg->code_max_sessions)) < 0 ||
+	    json_set(d, "max_kernel_sessions", json_object_new_int64(cfg->kernel_max_sessions)) <
+		    0 ||
+	    json_set(d, "default_timeout", json_object_new_int64(cfg->exec_timeout_default)) < 0 ||
+	    json_set(d, "max_timeout", json_object_new_int64(cfg->exec_timeout_max)) < 0 ||
+	    json_set(d, "prewarmed", json_object_new_int64(0)) < 0) {
+		json_object_put(d);
+		code_fail(rq, 500, "out of memory");
+		return;
+	}
+	code_reply(rq, 200, true, "Code runtime information", d);
+}
+
+/* ---- capabilities ---- */
+
+static json_object *missing_list(const CodeRuntimes *rt)
+{
+	const char *items[] = { rt->python_serves ? NULL : rt->python_missing,
+				rt->node_ok ? NULL : rt->node_missing,
+				rt->kernel_ok ? NULL : rt->kernel_missing };
+	char tagged[3][600];
+	const char *out[3] = { 0 };
+	static const char *const what[] = { "python", "node", "kernel" };
+
+	for (size_t i = 0; i < ARRAY_SIZE(items); i++)
+		if (items[i] && items[i][0]) {
+			snprintf(tagged[i], sizeof(tagged[i]), "%s: %s", what[i], items[i]);
+			out[i] = tagged[i];
+		}
+	return string_list(out, ARRAY_SIZE(out));
+}
+
+static json_object *code_interpreter(const PaddockConfig *cfg, const CodeRuntimes *rt)
+{
+	const char *kinds[] = { rt->python_serves ? "code" : NULL, rt->node_ok ? "nodejs" : NULL,
+				rt->kernel_ok ? "jupyter" : NULL };
+	const char *warnings[ARRAY_SIZE(rt->warnings)];
+	json_object *o = json_object_new_object();
+
+	for (size_t i = 0; i < ARRAY_SIZE(warnings); i++)
+		warnings[i] = rt->warnings[i][0] ? rt->warnings[i] : NULL;
+	if (!o ||
+	    json_set(o, "status",
+		     json_object_new_string(rt->python_serves || rt->node_ok ? "ready" :
+									       "absent")) < 0 ||
+	    json_set(o, "backend", json_object_new_string(code_tier_name(rt->tier))) < 0 ||
+	    json_set(o, "kinds", string_list(kinds, ARRAY_SIZE(kinds))) < 0 ||
+	    json_object_object_add(o, "default_python",
+				   rt->python_ok ? json_object_new_string(cfg->python_bin) : NULL) <
+		    0 ||
+	    json_object_object_add(o, "default_node",
+				   rt->node_ok ? json_object_new_string(cfg->node_bin) : NULL) <
+		    0 ||
+	    json_set(o, "missing", missing_list(rt)) < 0 ||
+	    json_set(o, "warnings", string_list(warnings, ARRAY_SIZE(warnings))) < 0) {
+		json_object_put(o);
+		return NULL;
+	}
+	return o;
+}
+
+/* The sandbox facts the daemon reports (cgroup version, node), or NULL when it is away. */
+static json_object *sandbox_facts(ReqCtx *rq)
+{
+	_cleanup_json_ json_object *req = code_sd_request(rq, "stats", NULL);
+	json_object *o = NULL;
+	SdReply rep;
+
+	if (!req || sd_call(&rq->w->sd, req, SD_RETRY_ANY, &rep) < 0)
+		return NULL;
+	if (rep.ok && (o = json_object_new_object()) &&
+	    (json_copy_field(o, rep.obj, "cgroup") < 0 || json_copy_field(o, rep.obj, "node") < 0))
+		json_putp(&o);
+	sd_reply_clear(&rep);
+	return o;
+}
+
+void code_capabilities(ReqCtx *rq)
+{
+	const PaddockConfig *cfg = rq->app->cfg;
+	const CodeRuntimes *rt = code_runtimes(cfg);
+	json_object *d = json_object_new_object(), *sb = sandbox_facts(rq);
+
+	if (!d || json_set(d, "code_interpreter", code_interpreter(cfg, rt)) < 0 ||
+	    json_object_object_add(d, "sandbox", sb) < 0) {
+		json_object_put(d);
+		code_fail(rq, 500, "out of memory");
+		return;
+	}
+	code_reply(rq, 200, true, "Capabilities", d);
+}

@@ -1,0 +1,295 @@
+# SPDX-License-Identifier: MIT
+"""paddock's kernel-tier Python harness: IPython semantics, driven over fd 3.
+
+The sandbox's init starts it, unprivileged, in /workspace, as
+
+    /usr/bin/python3 -I -u /opt/paddock/harness_kernel.py
+
+for sessions created with "kernel": true. It speaks the protocol of harness.py
+(docs/harness-protocol.md): one JSON request line in, {"code", "mode"}, one
+JSON reply line out, {"status", "return_code", "result", "error", "display"}.
+
+Cells run in one in-process IPython InteractiveShell (no ZMQ kernel: the
+daemon is the only client), so they get what a Jupyter kernel offers: magics
+and shell escapes, rich reprs (a DataFrame's text/html), display(), and
+matplotlib figures captured the way `%matplotlib inline` does, as PNG. Rich
+output is collected in "display"; the last expression's mime bundle is the
+"result". A SIGINT (the daemon's timeout) interrupts the cell and keeps the
+namespace. User output goes to fd 1 and 2; never to the control socket.
+"""
+
+import os
+import sys
+
+# Before IPython and matplotlib load: keep their caches and profiles out of the
+# workspace (HOME is /workspace), and capture figures inline.
+os.environ["IPYTHONDIR"] = "/tmp/.ipython"
+os.environ["MPLCONFIGDIR"] = "/tmp/.matplotlib"
+os.environ["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
+
+import base64  # noqa: E402
+import json  # noqa: E402
+import signal  # noqa: E402
+
+CTL_FD_IN = 3          # where init hands us the control socket
+CTL_FD = 63            # where we keep it, out of the way of user code
+READ_CHUNK = 1 << 16
+# Code is capped at 32 MiB by the API; JSON escaping grows a byte to at most six.
+MAX_REQUEST_BYTES = 6 * (32 << 20) + 4096
+
+_write = os.write
+_read = os.read
+_getpid = os.getpid
+_exit = os._exit
+_PID = os.getpid()
+
+_displays = []         # display_data items of the running cell
+_result = None         # the running cell's execute_result bundle
+_error = None          # the running cell's error object
+_cwd_applied = False
+
+
+# ---------------------------------------------------------------- control channel
+
+class _Channel:
+    """Newline-delimited requests in, replies out, on the control socket."""
+
+    TOO_LARGE = object()
+
+    def __init__(self, fd):
+        self.fd = fd
+        self.buf = bytearray()
+
+    def read_request(self):
+        """Return the next line (bytes), TOO_LARGE, or None at end of file."""
+        too_large = False
+        scanned = 0
+        while True:
+            newline = self.buf.find(b"\n", scanned)
+            if newline >= 0:
+                line = bytes(self.buf[:newline])
+                del self.buf[:newline + 1]
+                return self.TOO_LARGE if too_large else line
+            if len(self.buf) > MAX_REQUEST_BYTES:
+                too_large = True
+                self.buf.clear()
+            scanned = len(self.buf)
+            chunk = _read(self.fd, READ_CHUNK)
+            if not chunk:
+                return None
+            self.buf += chunk
+
+    def send(self, reply):
+        text = json.dumps(reply, ensure_ascii=False, default=_jsonable_default)
+        # A lone surrogate cannot be encoded in UTF-8; "?" keeps the line valid.
+        data = memoryview((text + "\n").encode("utf-8", "replace"))
+        while data:
+            data = data[_write(self.fd, data):]
+
+
+def _take_control_fd():
+    """Move the control socket to CTL_FD, close-on-exec, and free fd 3."""
+    os.dup2(CTL_FD_IN, CTL_FD, inheritable=False)
+    os.close(CTL_FD_IN)
+
+    def close_in_child():
+        try:
+            os.close(CTL_FD)
+        except OSError:
+            pass
+
+    os.register_at_fork(after_in_child=close_in_child)
+    return CTL_FD
+
+
+# ---------------------------------------------------------------- JSON of mime bundles
+
+def _jsonable_default(value):
+    # Binary mime data (image/png from matplotlib) travels as bare base64, as in Jupyter.
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    return str(value)
+
+
+def _bundle(data):
+    """A mime bundle with JSON-safe values; keys must be strings."""
+    if not isinstance(data, dict):
+        return {"text/plain": repr(data)}
+    out = {}
+    for key, value in data.items():
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            value = base64.b64encode(bytes(value)).decode("ascii")
+        out[str(key)] = value
+    return out
+
+
+# ---------------------------------------------------------------- the shell
+
+def _make_shell():
+    from IPython.core.displayhook import DisplayHook
+    from IPython.core.displaypub import DisplayPublisher
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+
+    class Publisher(DisplayPublisher):
+        """display(), rich reprs and inline figures: kept for the reply."""
+
+        def publish(self, data, metadata=None, source=None, *, transient=None,
+                    update=False, **kwargs):
+            _displays.append({"data": _bundle(data), "metadata": _bundle(metadata or {})})
+
+        def clear_output(self, wait=False):
+            _displays.clear()
+
+    class Hook(DisplayHook):
+        """The last expression's value: its whole mime bundle becomes the result."""
+
+        def start_displayhook(self):
+            pass
+
+        def write_output_prompt(self):
+            pass
+
+        def write_format_data(self, format_dict, md_dict=None):
+            global _result
+            _result = _bundle(format_dict)
+
+        def finish_displayhook(self):
+            pass
+
+    config = Config()
+    config.HistoryManager.enabled = False
+    config.InteractiveShell.colors = "NoColor"
+    config.InteractiveShell.autocall = 0
+    shell = InteractiveShell.instance(config=config)
+    shell.display_pub = Publisher(shell=shell, parent=shell)
+    hook = Hook(shell=shell, cache_size=shell.cache_size, parent=shell)
+    shell.displayhook = hook
+    shell.display_trap.hook = hook
+
+    def show_traceback(etype, evalue, stb):
+        global _error
+        lines = "\n".join(stb).splitlines()
+        _error = {"ename": getattr(etype, "__name__", "Error"),
+                  "evalue": _safe_str(evalue), "traceback": lines}
+    shell._showtraceback = show_traceback
+    return shell
+
+
+def _safe_str(value):
+    try:
+        return str(value)
+    except BaseException:
+        return f"<{type(value).__name__} object: str() failed>"
+
+
+def _flush_output():
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
+
+
+def _run(shell, code, cell):
+    """Run one cell; returns the reply."""
+    global _result, _error
+    _displays.clear()
+    _result = None
+    _error = None
+    try:
+        # SIGINT interrupts a running cell only; idle, it is ignored. The C handler
+        # leaves no harness frame in the user's traceback.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        outcome = shell.run_cell(code, store_history=True)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except KeyboardInterrupt:
+        # Landed in IPython's own machinery rather than in user code.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        outcome = None
+        _error = {"ename": "KeyboardInterrupt", "evalue": "",
+                  "traceback": ["KeyboardInterrupt"]}
+    _flush_output()
+    failed = _error is not None or (outcome is not None and not outcome.success)
+    if failed and _error is None:
+        exc = outcome.error_in_exec or outcome.error_before_exec
+        _error = {"ename": type(exc).__name__, "evalue": _safe_str(exc),
+                  "traceback": [f"{type(exc).__name__}: {_safe_str(exc)}"]}
+    if failed and not cell:
+        _print_error("\n".join(_error["traceback"]) + "\n")
+    code_ = 0
+    if failed:
+        code_ = 130 if _error["ename"] == "KeyboardInterrupt" else 1
+    return {"status": "error" if failed else "ok", "return_code": code_,
+            "result": _result if cell and not failed else None,
+            "error": _error if failed else None,
+            "display": list(_displays) if cell else []}
+
+
+def _print_error(text):
+    try:
+        sys.__stderr__.write(text)
+        sys.__stderr__.flush()
+    except BaseException:
+        pass
+
+
+def _protocol_error(message):
+    return {"status": "error", "return_code": 1, "result": None, "display": [],
+            "error": {"ename": "ProtocolError", "evalue": message,
+                      "traceback": [f"ProtocolError: {message}"]}}
+
+
+def _handle(shell, line):
+    global _cwd_applied
+    if line is _Channel.TOO_LARGE:
+        return _protocol_error("request larger than the harness accepts")
+    try:
+        request = json.loads(line.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        return _protocol_error(f"invalid request: {_safe_str(exc)}")
+    if not isinstance(request, dict):
+        return _protocol_error("a request is a JSON object")
+    code = request.get("code")
+    mode = request.get("mode", "otari")
+    if not isinstance(code, str):
+        return _protocol_error("'code' must be a string")
+    if mode not in ("otari", "cell"):
+        return _protocol_error("'mode' must be 'otari' or 'cell'")
+    # An optional working directory, fixed when the interpreter takes its first cell.
+    cwd = request.get("cwd")
+    if not _cwd_applied and isinstance(cwd, str):
+        try:
+            os.chdir(os.path.join("/workspace", cwd))
+        except OSError as exc:
+            return _protocol_error(f"cannot change to {cwd}: {exc.strerror}")
+    _cwd_applied = True
+    return _run(shell, code, mode == "cell")
+
+
+def main():
+    channel = _Channel(_take_control_fd())
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    shell = _make_shell()
+    # Like the REPL: modules in the current directory (the workspace) import.
+    sys.path.insert(0, "")
+    while True:
+        try:
+            line = channel.read_request()
+        except OSError:
+            break
+        if line is None:
+            break
+        reply = _handle(shell, line)
+        if _getpid() != _PID:
+            # User code forked and the child came back here: it must not answer.
+            _exit(reply["return_code"])
+        try:
+            channel.send(reply)
+        except OSError:
+            break
+    _flush_output()
+    _exit(0)
+
+
+main()
