@@ -23,28 +23,29 @@ __paddock_self=${BASH_SOURCE[0]}
 __paddock_cmd=
 __paddock_prefix=
 __paddock_busy=
+__paddock_interrupted=
 __paddock_flags=
 
 # sessiond interrupts a run that outlives its timeout with SIGINT to the whole
 # process group. The foreground command gets it too and (normally) dies; bash
 # then runs this trap, which ends the sourced command list with status 130 and
 # leaves the shell alive with its state. Idle, the trap does nothing.
-# - Inside a user function, `return` only leaves that function, so the trap
-#   signals the shell again: it fires once more in the caller, and so on down
-#   to the sourced level.
-# - errexit is switched off first (or `set -e` would end the shell on the
-#   130); the loop restores the user's flags afterwards.
-trap '
+# errexit is switched off for that return (or `set -e` would end the shell on
+# the 130); the loop restores the user's flags afterwards.
+# Inside a user function, `return` would leave only that function, so there
+# the trap just notes the interruption: the function goes on after its killed
+# command, the status is 130 all the same, and sessiond's kill after its grace
+# period stops whatever still runs.
+__paddock_int_trap='
 	if [[ -n ${__paddock_busy-} ]]; then
-		[[ -n $__paddock_flags ]] || __paddock_flags=$-
-		set +e
-		if [[ ${#FUNCNAME[@]} -gt 0 ]]; then
-			builtin kill -INT "$BASHPID"
-		else
-			__paddock_busy=
+		__paddock_interrupted=1
+		if [[ ${#FUNCNAME[@]} -eq 0 ]]; then
+			[[ -n $__paddock_flags ]] || __paddock_flags=$-
+			set +e
+			builtin return 130
 		fi
-		builtin return 130
-	fi' INT
+	fi'
+trap "$__paddock_int_trap" INT
 
 # Turns the user's xtrace/verbose back on as the first thing the command does,
 # so the harness's own lines are never traced.
@@ -68,6 +69,7 @@ while :; do
 	fi
 	__paddock_trace_prefix
 	__paddock_busy=1
+	__paddock_interrupted=
 	__paddock_flags=
 	# stdin is /dev/null for every command; fd 63 is closed for the command's
 	# duration (bash keeps a close-on-exec copy) so no child inherits it.
@@ -75,6 +77,14 @@ while :; do
 	{
 		__paddock_status=$?
 		__paddock_busy=
+		if [[ -n $__paddock_interrupted ]]; then
+			__paddock_status=130
+			# After a trap that ended in `return`, bash 5.2 no longer runs the
+			# trap while only builtins execute (a `while :; do :; done` could
+			# not be interrupted again); setting the trap anew clears that.
+			trap - INT
+			trap "$__paddock_int_trap" INT
+		fi
 		# The trap saved the flags already when it fired.
 		[[ -n $__paddock_flags ]] || __paddock_flags=$-
 		[[ $__paddock_flags == *e* ]] && set -e
