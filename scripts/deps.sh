@@ -10,6 +10,8 @@ packages=(
 	libfcgi-dev libjson-c-dev libsqlite3-dev libnl-3-dev libnl-route-3-dev libseccomp-dev
 	# run: the front door and the runtimes a session starts
 	nginx-light python3 bash nodejs
+	# the code plane's kernel tier: IPython in the sandbox, inline figures, DataFrames
+	python3-ipython python3-ipykernel python3-matplotlib python3-pandas
 	# tests, benches and the README walk-through
 	python3-pytest python3-requests python3-jsonschema python3-yaml curl procps
 	# make bench: load generator, plots, instruction counts
