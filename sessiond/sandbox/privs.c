@@ -45,6 +45,10 @@ int hostname_in_child(struct child_args *a)
 
 int rlimits_in_child(struct child_args *a)
 {
+	int64_t fsize_max =
+		(a->limits.workspace_bytes > a->limits.tmp_bytes ? a->limits.workspace_bytes :
+								   a->limits.tmp_bytes) +
+		(1 << 20);
 	const struct {
 		int res;
 		rlim_t v;
@@ -53,8 +57,12 @@ int rlimits_in_child(struct child_args *a)
 		{ RLIMIT_CORE, 0 },
 		/* Counted per uid on the host; the session uid is the sandbox's alone. */
 		{ RLIMIT_NPROC, (rlim_t)a->limits.pids },
-		/* No single file can be larger than the workspace that would hold it. */
-		{ RLIMIT_FSIZE, (rlim_t)a->limits.workspace_bytes },
+		/*
+		 * No file can outgrow the largest file system it could be on; a little
+		 * above it, so a full file system answers ENOSPC first (not EFBIG and
+		 * SIGXFSZ, which kills shells).
+		 */
+		{ RLIMIT_FSIZE, (rlim_t)fsize_max },
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(lims); i++) {
