@@ -5,8 +5,9 @@ if [[ ${#BASH_SOURCE[@]} -gt 1 ]]; then builtin eval "$__paddock_prefix$__paddoc
 #   /bin/bash --noprofile --norc /opt/paddock/harness.bash
 # with fd 0 = /dev/null, fd 1 and 2 = pipes read by sessiond, fd 3 = the
 # control socket. Protocol (docs/harness-protocol.md): a request is the
-# command's bytes followed by one NUL byte; the reply is its exit status in
-# decimal followed by "\n".
+# command's bytes followed by one NUL byte, optionally preceded by a line
+# holding only a decimal request id; the reply is "<status>\n", or
+# "<id> <status>\n" when the request had an id.
 #
 # The first line above must stay the first line. Each command runs by sourcing
 # this file again (the main loop below does that): a sourced file runs in the
@@ -21,6 +22,7 @@ exec 63<&3 3<&-
 __paddock_self=${BASH_SOURCE[0]}
 [[ $__paddock_self == /* ]] || __paddock_self=$PWD/$__paddock_self
 __paddock_cmd=
+__paddock_id=
 __paddock_prefix=
 __paddock_busy=
 __paddock_interrupted=
@@ -56,6 +58,18 @@ __paddock_trace_prefix() {
 	builtin return 0
 }
 
+# A first line of digits only is sessiond's request id, not a command (a bare
+# number is no useful command either); it is echoed in the reply.
+__paddock_split_id() {
+	__paddock_id=${__paddock_cmd%%$'\n'*}
+	if [[ $__paddock_id == "$__paddock_cmd" || -z $__paddock_id || $__paddock_id == *[!0-9]* ]]; then
+		__paddock_id=
+	else
+		__paddock_cmd=${__paddock_cmd#*$'\n'}
+	fi
+	builtin return 0
+}
+
 while :; do
 	__paddock_cmd=
 	__paddock_status=0
@@ -67,6 +81,7 @@ while :; do
 	elif [[ $__paddock_status -ne 0 ]]; then
 		builtin continue # a signal interrupted the wait
 	fi
+	__paddock_split_id
 	__paddock_trace_prefix
 	__paddock_busy=1
 	__paddock_interrupted=
@@ -90,5 +105,9 @@ while :; do
 		[[ $__paddock_flags == *e* ]] && set -e
 		set +xv
 	} 2>/dev/null
-	builtin printf '%d\n' "$__paddock_status" >&63
+	if [[ -n $__paddock_id ]]; then
+		builtin printf '%s %d\n' "$__paddock_id" "$__paddock_status" >&63
+	else
+		builtin printf '%d\n' "$__paddock_status" >&63
+	fi
 done

@@ -178,10 +178,17 @@ def _on_sigint(signum, frame):
 
 def _setup_process():
     _signal.signal(_signal.SIGINT, _on_sigint)
-    # Line-buffered stdout: one write per line keeps the pipe traffic low while
-    # lines still interleave naturally with subprocess output; whatever is left
-    # is flushed before every reply. stderr is line-buffered already.
-    sys.stdout.reconfigure(line_buffering=True)
+    # Whatever flags we were started with (-B, -X utf8 recommended): no .pyc
+    # files in the workspace, and UTF-8 on the pipes, since sessiond returns
+    # the output as UTF-8 text.
+    sys.dont_write_bytecode = True
+    # Line-buffered: one write per line keeps the pipe traffic low while lines
+    # still interleave naturally with subprocess output; whatever is left is
+    # flushed before every reply.
+    sys.stdout.reconfigure(encoding="utf-8", errors="surrogateescape",
+                           line_buffering=True)
+    sys.stderr.reconfigure(encoding="utf-8", errors="backslashreplace",
+                           line_buffering=True)
 
 
 def _flush_output():
@@ -400,17 +407,21 @@ def _protocol_error(message):
 
 
 def _parse_request(line):
-    """Return (code, cell) from a request line, or raise ValueError."""
+    """Return (id, code, cell) from a request line, or raise ValueError."""
     request = _parse_json(line.decode("utf-8"))
     if not isinstance(request, dict):
         raise ValueError("a request is a JSON object")
+    request_id = request.get("id")
     code = request.get("code")
     mode = request.get("mode", "otari")
     if not isinstance(code, str):
         raise ValueError("'code' must be a string")
     if mode not in ("otari", "cell"):
         raise ValueError("'mode' must be 'otari' or 'cell'")
-    return code, mode == "cell"
+    if request_id is not None and (isinstance(request_id, bool)
+                                   or not isinstance(request_id, (int, str))):
+        raise ValueError("'id' must be an integer or a string")
+    return request_id, code, mode == "cell"
 
 
 def _handle(line):
@@ -418,14 +429,18 @@ def _handle(line):
     if line is _Channel.TOO_LARGE:
         return _protocol_error("request larger than the harness accepts")
     try:
-        code, cell = _parse_request(line)
+        request_id, code, cell = _parse_request(line)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         return _protocol_error(_safe_str(exc))
     _cell_count += 1
     filename = f"<cell-{_cell_count}>"
     _remember_source(filename, code)
     text, exc = _run(code, filename, cell)
-    return _outcome(text, exc, cell)
+    reply = _outcome(text, exc, cell)
+    if request_id is not None:
+        # First key: sessiond finds it without parsing the whole reply.
+        reply = {"id": request_id, **reply}
+    return reply
 
 
 # ---------------------------------------------------------------- main loop

@@ -432,3 +432,31 @@ def test_eof_ends_the_bash_harness(sh):
     sh.run("true")
     sh.ctl.shutdown(socket.SHUT_WR)
     assert sh.wait() == 0
+
+
+def test_python_request_id_is_echoed_first(py):
+    py.send(json.dumps({"id": 17, "code": "print('x')", "mode": "otari"}).encode())
+    reply, out, err = py.receive()
+    assert reply.startswith(b'{"id":17,')
+    assert json.loads(reply)["return_code"] == 0 and out == b"x\n"
+
+
+def test_python_started_like_sessiond_does():
+    # sessiond's table may pass -u instead of -B -X utf8: same behaviour.
+    harness = Harness(["/usr/bin/python3", "-I", "-u", str(HARNESS_DIR / "harness.py")], b"\n")
+    try:
+        harness.send(json.dumps({"code": "import sys\nprint('é', sys.dont_write_bytecode)"}).encode())
+        reply, out, err = harness.receive()
+        assert json.loads(reply)["return_code"] == 0 and out.decode() == "é True\n"
+    finally:
+        harness.close()
+
+
+def test_bash_request_id(sh):
+    sh.send(b"42\necho $LINENO; false")
+    reply, out, err = sh.receive()
+    assert (reply, out) == (b"42 1\n", b"1\n")
+    sh.send(b"7\n:")
+    assert sh.receive()[0] == b"7 0\n"
+    # Without an id line, the reply is the bare status.
+    assert sh.run("echo 12345")[1] == "12345\n"
