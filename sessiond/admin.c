@@ -34,6 +34,13 @@ void op_stats(Manager *m, Conn *c)
 	json_object_object_add(o, "cgroup",
 			       json_object_new_string(sandbox_env_cgroup_version(m->env)));
 	json_object_object_add(o, "node", json_object_new_string(cfg->node_name));
+	json_object_object_add(o, "pool_ready", json_object_new_int64((int64_t)m->pool_n[0]));
+	json_object_object_add(o, "pool_kernel_ready",
+			       json_object_new_int64((int64_t)m->pool_n[1]));
+	json_object_object_add(o, "pool_target", json_object_new_int64(cfg->pool_size +
+								      cfg->code_prewarm));
+	json_object_object_add(o, "pool_built", json_object_new_int64((int64_t)m->pool_built));
+	json_object_object_add(o, "pool_taken", json_object_new_int64((int64_t)m->pool_taken));
 	json_object_object_add(lim, "memory_bytes", json_object_new_int64(cfg->memory_max_bytes));
 	json_object_object_add(lim, "pids", json_object_new_int64(cfg->pids_max));
 	json_object_object_add(lim, "cpu_percent", json_object_new_int64(cfg->cpu_quota_percent));
@@ -77,6 +84,13 @@ void op_metrics(Manager *m, Conn *c)
 		   "# TYPE paddock_sandboxes_tearing_down gauge\n"
 		   "paddock_sandboxes_tearing_down %zu\n",
 		zombie_count(m));
+	fprintf(f, "# HELP paddock_pool_ready Warm sandboxes ready, by pool.\n"
+		   "# TYPE paddock_pool_ready gauge\n"
+		   "paddock_pool_ready{pool=\"native\"} %zu\npaddock_pool_ready{pool=\"kernel\"} %zu\n",
+		m->pool_n[0], m->pool_n[1]);
+	fprintf(f, "# HELP paddock_pool_built_total Warm sandboxes built.\n"
+		   "# TYPE paddock_pool_built_total counter\npaddock_pool_built_total %llu\n",
+		(unsigned long long)m->pool_built);
 	fprintf(f, "# HELP paddock_executions_total Calls run, by outcome.\n"
 		   "# TYPE paddock_executions_total counter\n");
 	for (size_t i = 0; i < ARRAY_SIZE(outcomes); i++)
@@ -128,7 +142,7 @@ static json_object *admin_session(Session *s)
 	json_object *h = session_handle(s);
 
 	json_object_object_del(h, "ok");
-	sandbox_usage(s->m->env, s->id, &u);
+	sandbox_usage(s->m->env, s->rid, &u);
 	json_object_object_add(h, "tenant", s->tenant ? json_object_new_string(s->tenant) : NULL);
 	json_object_object_add(h, "uid", json_object_new_int64(s->uid));
 	json_object_object_add(h, "init_pid", json_object_new_int64(s->sb.pid));

@@ -37,6 +37,11 @@ static bool init_is_session(pid_t pid, const char *id)
 	return false;
 }
 
+static const char *row_rid(const SessionRow *row)
+{
+	return row->rid ? row->rid : row->id;
+}
+
 void session_remains_kill(Manager *m, const SessionRow *row)
 {
 	int pidfd = (int)syscall(SYS_pidfd_open, row->init_pid, 0);
@@ -44,7 +49,7 @@ void session_remains_kill(Manager *m, const SessionRow *row)
 
 	if (pidfd < 0)
 		return;
-	if (!init_is_session(row->init_pid, row->id)) {
+	if (!init_is_session(row->init_pid, row_rid(row))) {
 		close(pidfd);
 		return;
 	}
@@ -56,7 +61,7 @@ void session_remains_kill(Manager *m, const SessionRow *row)
 	}
 	/* Its uid was never marked in this run: release nothing. */
 	*z = (Zombie){ .m = m, .uid = (uid_t)-1, .pidfd = pidfd };
-	snprintf(z->id, sizeof(z->id), "%s", row->id);
+	snprintf(z->id, sizeof(z->id), "%s", row_rid(row));
 	z->next = m->zombies;
 	if (m->zombies)
 		m->zombies->prev = z;
@@ -73,13 +78,13 @@ int session_adopt(Manager *m, const SessionRow *row)
 	pidfd = (int)syscall(SYS_pidfd_open, row->init_pid, 0);
 	if (pidfd < 0)
 		return -errno;
-	if (!init_is_session(row->init_pid, row->id))
+	if (!init_is_session(row->init_pid, row_rid(row)))
 		return -ESRCH;
 	/* init keeps a copy of our end of its socket for exactly this. */
 	ctl = (int)syscall(SYS_pidfd_getfd, pidfd, row->init_ctl_fd, 0);
 	if (ctl < 0)
 		return -errno;
-	ws = workspace_open(m->env, row->id);
+	ws = workspace_open(m->env, row_rid(row));
 	if (ws < 0)
 		return ws;
 	if (!uid_mark(m, row->uid))
@@ -95,6 +100,7 @@ int session_adopt(Manager *m, const SessionRow *row)
 		return -ENOMEM;
 	}
 	snprintf(s->id, sizeof(s->id), "%s", row->id);
+	snprintf(s->rid, sizeof(s->rid), "%s", row_rid(row));
 	s->uid = row->uid;
 	s->created_at = row->created_at;
 	s->last_activity_at = row->last_activity_at;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -214,6 +215,10 @@ static void session_unlink(Session *s)
 {
 	Manager *m = s->m;
 
+	if (s->pooled) {
+		pool_unlink(s);
+		return;
+	}
 	if (s->prev)
 		s->prev->next = s->next;
 	else
@@ -221,6 +226,28 @@ static void session_unlink(Session *s)
 	if (s->next)
 		s->next->prev = s->prev;
 	m->n_sessions--;
+}
+
+/* Forget a session without touching its sandbox or its row: for a restart. */
+static void session_release(Session *s)
+{
+	Manager *m = s->m;
+
+	if (s->run) {
+		/* The worker sees its connection close: the call failed, as far as it knows. */
+		s->run->conn = NULL;
+		run_abort(s, "daemon stopping");
+	}
+	for (int k = 0; k < INTERP_KIND_COUNT; k++)
+		interp_destroy(&s->interps[k]);
+	loop_remove(m->loop, s->ctl_src);
+	safe_close(s->sb.pidfd);
+	safe_close(s->sb.ctl_fd);
+	safe_close(s->ws_fd);
+	session_unlink(s);
+	editor_undo_free(s->undo);
+	free(s->tenant);
+	free(s);
 }
 
 /* Kill the sandbox and hand its remains to a zombie that waits for init to exit. */
@@ -242,13 +269,14 @@ void session_destroy(Session *s, const char *why)
 		close(s->sb.ctl_fd);
 	if (s->ws_fd >= 0)
 		close(s->ws_fd);
-	store_session_delete(m->store, s->id);
+	if (!s->pooled)
+		store_session_delete(m->store, s->id);
 	session_unlink(s);
 
 	z = calloc(1, sizeof(*z));
 	if (z) {
 		*z = (Zombie){ .m = m, .uid = s->uid, .pidfd = s->sb.pidfd };
-		memcpy(z->id, s->id, sizeof(z->id));
+		memcpy(z->id, s->rid, sizeof(z->id));
 		z->next = m->zombies;
 		if (m->zombies)
 			m->zombies->prev = z;
@@ -304,7 +332,9 @@ void session_link(Session *s)
 	m->n_sessions++;
 }
 
-static int session_new(Manager *m, const char *id, const char *tenant, Session **ret)
+/* Give s (id and rid set) a uid, a workspace and a running sandbox. On failure s holds
+ * nothing but what it came with. */
+int session_build(Manager *m, Session *s)
 {
 	SandboxLimits lim = {
 		.memory_bytes = m->cfg->memory_max_bytes,
@@ -314,9 +344,66 @@ static int session_new(Manager *m, const char *id, const char *tenant, Session *
 		.tmp_bytes = m->cfg->tmp_bytes,
 		.nofile = m->cfg->nofile_max,
 	};
-	Session *s;
+	int r;
+
+	r = uid_take(m, &s->uid);
+	if (r < 0)
+		return r;
+	r = workspace_create(m->env, s->rid, s->uid, s->uid, lim.workspace_bytes);
+	if (r < 0)
+		goto fail_uid;
+	s->ws_fd = workspace_open(m->env, s->rid);
+	if (s->ws_fd < 0) {
+		r = s->ws_fd;
+		goto fail_workspace;
+	}
+	r = sandbox_spawn(m->env, s->rid, s->uid, s->uid, &lim, &s->sb);
+	if (r < 0)
+		goto fail_wsfd;
+	r = loop_add_fd(m->loop, s->sb.ctl_fd, EPOLLIN, session_on_init_event, s, &s->ctl_src);
+	if (r < 0)
+		goto fail_sandbox;
+	return 0;
+
+fail_sandbox:
+	syscall(SYS_pidfd_send_signal, s->sb.pidfd, SIGKILL, NULL, 0);
+	close(s->sb.ctl_fd);
+	close(s->sb.pidfd);
+	s->sb = (Sandbox){ .pidfd = -1, .ctl_fd = -1 };
+	/* The cgroup empties as init dies; teardown at the next start removes a straggler. */
+	for (int i = 0; i < 50 && sandbox_cgroup_remove(m->env, s->rid) == -EBUSY; i++)
+		usleep(1000);
+fail_wsfd:
+	s->ws_fd = safe_close(s->ws_fd);
+fail_workspace:
+	workspace_destroy(m->env, s->rid);
+fail_uid:
+	uid_release(m, s->uid);
+	return r;
+}
+
+static int session_new(Manager *m, const char *id, const char *tenant, bool kernel,
+		       Session **ret)
+{
+	Session *s = pool_take(m, kernel);
 	int r = 0;
 
+	if (s) {
+		/* A ready sandbox: only the name and the owner are new. */
+		if (id)
+			snprintf(s->id, sizeof(s->id), "%s", id);
+		else
+			r = session_id_new(m->cfg->node_name, s->id, sizeof(s->id));
+		if (r == 0 && tenant && !(s->tenant = strdup(tenant)))
+			r = -ENOMEM;
+		if (r < 0) {
+			session_link(s);
+			session_destroy(s, "setup failed");
+			return r;
+		}
+		*ret = s;
+		return 0;
+	}
 	s = session_alloc(m);
 	if (!s)
 		return -ENOMEM;
@@ -324,57 +411,21 @@ static int session_new(Manager *m, const char *id, const char *tenant, Session *
 		snprintf(s->id, sizeof(s->id), "%s", id);
 	else
 		r = session_id_new(m->cfg->node_name, s->id, sizeof(s->id));
-	if (r < 0)
-		goto fail_free;
-	if (tenant && !(s->tenant = strdup(tenant))) {
+	memcpy(s->rid, s->id, sizeof(s->rid));
+	if (r == 0 && tenant && !(s->tenant = strdup(tenant)))
 		r = -ENOMEM;
-		goto fail_free;
-	}
-	s->undo = editor_undo_new();
-	if (!s->undo) {
+	if (r == 0 && !(s->undo = editor_undo_new()))
 		r = -ENOMEM;
-		goto fail_free;
+	if (r == 0)
+		r = session_build(m, s);
+	if (r < 0) {
+		editor_undo_free(s->undo);
+		free(s->tenant);
+		free(s);
+		return r;
 	}
-	r = uid_take(m, &s->uid);
-	if (r < 0)
-		goto fail_free;
-	r = workspace_create(m->env, s->id, s->uid, s->uid, lim.workspace_bytes);
-	if (r < 0)
-		goto fail_uid;
-	s->ws_fd = workspace_open(m->env, s->id);
-	if (s->ws_fd < 0) {
-		r = s->ws_fd;
-		goto fail_workspace;
-	}
-	r = sandbox_spawn(m->env, s->id, s->uid, s->uid, &lim, &s->sb);
-	if (r < 0)
-		goto fail_wsfd;
-	r = loop_add_fd(m->loop, s->sb.ctl_fd, EPOLLIN, session_on_init_event, s, &s->ctl_src);
-	if (r < 0)
-		goto fail_sandbox;
 	*ret = s;
 	return 0;
-
-fail_sandbox:
-	syscall(SYS_pidfd_send_signal, s->sb.pidfd, SIGKILL, NULL, 0);
-	close(s->sb.ctl_fd);
-	/* The rest is torn down like any dying session's. */
-	s->sb.ctl_fd = -1;
-	s->ctl_src = NULL;
-	session_link(s); /* session_destroy unlinks */
-	session_destroy(s, "setup failed");
-	return r;
-fail_wsfd:
-	close(s->ws_fd);
-fail_workspace:
-	workspace_destroy(m->env, s->id);
-fail_uid:
-	uid_release(m, s->uid);
-fail_free:
-	editor_undo_free(s->undo);
-	free(s->tenant);
-	free(s);
-	return r;
 }
 
 json_object *session_handle(const Session *s)
@@ -459,7 +510,7 @@ static void op_create(Manager *m, Conn *c, json_object *req, const char *tenant)
 		conn_reply(c, e, NULL, 0);
 		return;
 	}
-	r = session_new(m, want_id, tenant, &s);
+	r = session_new(m, want_id, tenant, kernel, &s);
 	if (r < 0) {
 		if (r == -EAGAIN) {
 			e = reply_error("capacity", "no free sandbox user id");
@@ -493,7 +544,8 @@ static void op_create(Manager *m, Conn *c, json_object *req, const char *tenant)
 			    .idle_timeout = s->idle_timeout, .max_lifetime = s->max_lifetime,
 			    .image = (char *)image, .init_pid = s->sb.pid,
 			    .init_ctl_fd = s->sb.ctl_fd_in_init,
-			    .plane = plane == PLANE_CODE ? "code" : "otari", .kernel = kernel };
+			    .plane = plane == PLANE_CODE ? "code" : "otari", .kernel = kernel,
+			    .rid = s->rid };
 	r = store_session_insert(m->store, &row);
 	if (r < 0) {
 		log_err("SESSION_ID=%s cannot record the session: %s", s->id, strerror(-r));
@@ -502,8 +554,9 @@ static void op_create(Manager *m, Conn *c, json_object *req, const char *tenant)
 			   0);
 		return;
 	}
-	log_info("SESSION_ID=%s created uid=%u init_pid=%d tenant=%s", s->id, s->uid, s->sb.pid,
-		 s->tenant ?: "-");
+	log_info("SESSION_ID=%s created uid=%u init_pid=%d tenant=%s sandbox=%s", s->id, s->uid,
+		 s->sb.pid, s->tenant ?: "-", s->rid);
+	pool_schedule(m);
 	conn_reply(c, session_handle(s), NULL, 0);
 }
 
@@ -717,8 +770,11 @@ static void adopt_or_clean(Manager *m)
 			bool live = false;
 
 			for (Session *s = m->sessions; s && !live; s = s->next)
-				live = strcmp(s->id, ids[i]) == 0;
+				live = strcmp(s->rid, ids[i]) == 0;
 			if (!live) {
+				/* A warm sandbox of the dead daemon, or a crash's remains: its
+				 * processes go first, so the cgroup can be removed. */
+				sandbox_cgroup_kill(m->env, ids[i], NULL, 0);
 				for (int t = 0; t < ZOMBIE_MAX_TRIES; t++) {
 					if (sandbox_cgroup_remove(m->env, ids[i]) != -EBUSY)
 						break;
@@ -761,6 +817,7 @@ int manager_new(const PaddockConfig *cfg, Loop *loop, Manager **ret)
 	if (!m)
 		return -ENOMEM;
 	m->cfg = cfg;
+	m->lock_fd = -1;
 	m->loop = loop;
 	m->uids = calloc((size_t)cfg->uid_count, 1);
 	if (!m->uids || interp_argv_init(m) < 0) {
@@ -770,6 +827,14 @@ int manager_new(const PaddockConfig *cfg, Loop *loop, Manager **ret)
 	if (mkdir(cfg->state_dir, 0711) < 0 && errno != EEXIST) {
 		r = -errno;
 		log_err("cannot create state_dir %s: %m", cfg->state_dir);
+		goto fail;
+	}
+	/* One daemon per state dir: a second one would reclaim the first one's sandboxes. */
+	snprintf(path, sizeof(path), "%s/sessiond.lock", cfg->state_dir);
+	m->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (m->lock_fd < 0 || flock(m->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+		r = errno == EWOULDBLOCK ? -EBUSY : -errno;
+		log_err("another paddock-sessiond is running on %s", cfg->state_dir);
 		goto fail;
 	}
 	snprintf(path, sizeof(path), "%s/paddock.db", cfg->state_dir);
@@ -789,6 +854,7 @@ int manager_new(const PaddockConfig *cfg, Loop *loop, Manager **ret)
 	r = loop_add_timer(loop, (uint64_t)cfg->reclaim_interval_ms, on_reclaim, m, &m->reclaim);
 	if (r < 0)
 		goto fail;
+	pool_schedule(m);
 	*ret = m;
 	return 0;
 fail:
@@ -800,8 +866,14 @@ Manager *manager_free(Manager *m)
 {
 	if (!m)
 		return NULL;
+	if (m->cfg->keep_sessions_on_exit) {
+		/* The next daemon re-adopts them: let go without killing anything. */
+		while (m->sessions)
+			session_release(m->sessions);
+	}
 	while (m->sessions)
 		session_destroy(m->sessions, "shutdown");
+	pool_free_all(m);
 	zombies_drain(m);
 	loop_remove(m->loop, m->reclaim);
 	for (int k = 0; k < INTERP_KIND_COUNT; k++)
@@ -810,6 +882,8 @@ Manager *manager_free(Manager *m)
 	sandbox_env_free(m->env);
 	store_close(m->store);
 	free(m->uids);
+	if (m->lock_fd >= 0)
+		close(m->lock_fd);
 	free(m);
 	return NULL;
 }

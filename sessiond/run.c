@@ -204,7 +204,7 @@ static int kill_processes(Session *s, bool keep_interps)
 	for (k = 0; keep_interps && k < INTERP_KIND_COUNT; k++)
 		if (s->interps[k].state == INTERP_READY && s->interps[k].host_pid > 0)
 			keep[n++] = s->interps[k].host_pid;
-	r = sandbox_cgroup_kill(s->m->env, s->id, keep, n);
+	r = sandbox_cgroup_kill(s->m->env, s->rid, keep, n);
 	if (r == 0)
 		return 0;
 	log_warn("SESSION_ID=%s cgroup kill failed (%s): asking init", s->id, strerror(-r));
@@ -273,7 +273,7 @@ static json_object *usage_json(Session *s, const Run *run, bool *oom)
 	SandboxUsage u = { 0 };
 	json_object *o = json_object_new_object();
 
-	sandbox_usage(s->m->env, s->id, &u);
+	sandbox_usage(s->m->env, s->rid, &u);
 	*oom = u.oom_kills > run->usage0.oom_kills;
 	json_object_object_add(o, "cpu_ms",
 			       json_object_new_int64((int64_t)((u.cpu_ns - run->usage0.cpu_ns) /
@@ -926,7 +926,7 @@ void run_start(Session *s, Conn *c, enum interp_kind kind, const char *code, boo
 	run->start_real = now_real();
 	/* File times come from the coarse clock: compare like with like. */
 	clock_gettime(CLOCK_REALTIME_COARSE, &run->start_ts);
-	sandbox_usage(s->m->env, s->id, &run->usage0);
+	sandbox_usage(s->m->env, s->rid, &run->usage0);
 	run->phase = RUN_STARTING;
 	s->run = run;
 	s->execution_count++;
@@ -948,6 +948,13 @@ void run_start(Session *s, Conn *c, enum interp_kind kind, const char *code, boo
 		run->return_code = 1;
 		run_finish(run);
 	}
+}
+
+int session_start_interp(Session *s, enum interp_kind kind)
+{
+	if (s->interps[kind].state != INTERP_DEAD)
+		return 0;
+	return interp_spawn(s, kind);
 }
 
 void run_retry_start(Run *run)

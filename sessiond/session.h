@@ -99,7 +99,9 @@ struct Run {
 /* One session: a sandbox and what runs in it. */
 struct Session {
 	Manager *m;
-	char id[SESSION_ID_MAX + 1];
+	char id[SESSION_ID_MAX + 1];	/* what clients address it by */
+	char rid[SESSION_ID_MAX + 1];	/* what its cgroup and workspace are named after */
+	bool pooled;		/* ready in a warm pool, not yet handed out */
 	char *tenant;		/* NULL when none */
 	uid_t uid;
 	double created_at, last_activity_at;
@@ -121,7 +123,7 @@ struct Session {
 /* A session whose sandbox is being torn down: waiting for init to exit. */
 typedef struct Zombie {
 	Manager *m;
-	char id[SESSION_ID_MAX + 1];
+	char id[SESSION_ID_MAX + 1]; /* the resource id (cgroup, workspace) */
 	uid_t uid;
 	int pidfd;
 	LoopSource *src;	/* pidfd watch, then the retry timer */
@@ -135,12 +137,17 @@ struct Manager {
 	Store *store;
 	SandboxEnv *env;
 	Session *sessions;	/* live sessions */
+	Session *pool[2];	/* ready sandboxes: [0] Python native, [1] Python kernel tier */
+	size_t pool_n[2];
+	LoopSource *pool_timer;	/* the next refill step */
+	uint64_t pool_built, pool_taken;
 	size_t n_sessions;
 	Zombie *zombies;	/* sandboxes being torn down */
 	uint8_t *uids;		/* one byte per uid in the range: in use */
 	LoopSource *reclaim;	/* periodic reclaim timer */
 	char *argv[INTERP_KIND_COUNT][8]; /* how init starts each interpreter */
 	bool draining;		/* no new sessions; existing ones run on */
+	int lock_fd;		/* flock on <state_dir>/sessiond.lock, held for life */
 	uint64_t runs_by_outcome[4]; /* ok, error, timeout, killed */
 	uint64_t kills_by_reason[4]; /* released, idle, lifetime, other */
 	uint64_t sessions_created;
@@ -155,6 +162,13 @@ void uid_release(Manager *m, uid_t uid);
 void zombie_free(Zombie *z);
 void zombies_drain(Manager *m);
 void on_zombie_exit(Loop *l, int fd, uint32_t events, void *data);
+
+/* pool.c */
+void pool_schedule(Manager *m);
+Session *pool_take(Manager *m, bool kernel);
+void pool_unlink(Session *s);
+void pool_free_all(Manager *m);
+int session_build(Manager *m, Session *s);
 
 /* adopt.c */
 int session_adopt(Manager *m, const SessionRow *row);
@@ -180,6 +194,7 @@ void run_start(Session *s, Conn *c, enum interp_kind kind, const char *code, boo
 	       uint64_t timeout_ms);
 void run_abort(Session *s, const char *why);
 void run_retry_start(Run *run);
+int session_start_interp(Session *s, enum interp_kind kind);
 int session_send_init(Session *s, struct init_msg *msg, const char *blob, size_t bloblen);
 void run_conn_closed(Manager *m, Conn *c);
 const char *interp_kind_name(enum interp_kind k);

@@ -162,7 +162,7 @@ int store_session_insert(Store *s, const SessionRow *row)
 	int r = prepare(s,
 			"INSERT INTO sessions (id, tenant, uid, created_at, last_activity_at,"
 			" idle_timeout, max_lifetime, image, init_pid, init_ctl_fd, plane, kernel,"
-			" execution_count) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+			" execution_count, rid) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
 			&st);
 
 	if (r < 0)
@@ -180,6 +180,7 @@ int store_session_insert(Store *s, const SessionRow *row)
 	sqlite3_bind_text(st, 11, row->plane ? row->plane : "otari", -1, SQLITE_STATIC);
 	sqlite3_bind_int(st, 12, row->kernel);
 	sqlite3_bind_int64(st, 13, row->execution_count);
+	bind_text_or_null(st, 14, row->rid);
 	return step_done(st);
 }
 
@@ -224,6 +225,7 @@ void session_rows_free(SessionRow *rows, size_t n)
 		free(rows[i].tenant);
 		free(rows[i].image);
 		free(rows[i].plane);
+		free(rows[i].rid);
 	}
 	free(rows);
 }
@@ -237,8 +239,8 @@ int store_sessions_load(Store *s, SessionRow **rows_ret, size_t *n_ret)
 
 	r = prepare(s,
 		    "SELECT id, tenant, uid, created_at, last_activity_at, idle_timeout,"
-		    " max_lifetime, image, init_pid, init_ctl_fd, plane, kernel, execution_count"
-		    " FROM sessions",
+		    " max_lifetime, image, init_pid, init_ctl_fd, plane, kernel, execution_count,"
+		    " rid FROM sessions",
 		    &st);
 	if (r < 0)
 		return r;
@@ -264,6 +266,7 @@ int store_sessions_load(Store *s, SessionRow **rows_ret, size_t *n_ret)
 			.plane = dup_col(st, 10),
 			.kernel = sqlite3_column_int(st, 11) != 0,
 			.execution_count = sqlite3_column_int64(st, 12),
+			.rid = dup_col(st, 13),
 		};
 		n++;
 	}

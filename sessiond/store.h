@@ -21,6 +21,7 @@ typedef struct SessionRow {
 	pid_t init_pid;
 	int init_ctl_fd;
 	char *plane;  /* "otari" or "code"; NULL reads as "otari" */
+	char *rid;    /* name of its cgroup and workspace; NULL reads as id */
 	bool kernel;
 	int64_t execution_count;
 } SessionRow;
