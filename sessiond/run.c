@@ -481,14 +481,17 @@ static void interp_flush_request(Interp *ip)
 static int encode_request(const Run *run, uint64_t id, char **buf, size_t *len)
 {
 	if (run->kind == INTERP_BASH) {
-		/* Bash reads one NUL-terminated command; the other harnesses JSON lines. */
+		/* Bash reads "<id>\n<command>" ending in NUL; the other harnesses JSON lines. */
 		size_t n = strlen(run->code);
+		char head[24];
+		int h = snprintf(head, sizeof(head), "%llu\n", (unsigned long long)id);
 
-		*buf = malloc(n + 1);
+		*buf = malloc((size_t)h + n + 1);
 		if (!*buf)
 			return -ENOMEM;
-		memcpy(*buf, run->code, n + 1);
-		*len = n + 1;
+		memcpy(*buf, head, (size_t)h);
+		memcpy(*buf + h, run->code, n + 1);
+		*len = (size_t)h + n + 1;
 		return 0;
 	} else {
 		json_object *o = json_object_new_object();
