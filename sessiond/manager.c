@@ -105,7 +105,10 @@ bool uid_mark(Manager *m, uid_t uid)
 {
 	int64_t i = (int64_t)uid - m->cfg->uid_base;
 
-	if (i < 0 || i >= m->cfg->uid_count || m->uids[i])
+	/* Outside today's range (the range was reconfigured): not ours to track. */
+	if (i < 0 || i >= m->cfg->uid_count)
+		return true;
+	if (m->uids[i])
 		return false;
 	m->uids[i] = 1;
 	return true;

@@ -372,6 +372,8 @@ class Stack:
         self.name = name
         self.extra_env = dict(env or {})
         self.node_name = "t" + secrets.token_hex(5)
+        # Stacks side by side must not hand out the same uids; a restarted daemon keeps its own.
+        self.uid_base = 300000 + secrets.randbelow(4000) * 4096
         self.session_ids = set()
         self.procs = {}
         self.exit_codes = {}
@@ -406,8 +408,7 @@ class Stack:
             "PADDOCK_RUNTIME_DIR": self.run_dir,
             "PADDOCK_LIB_DIR": os.path.join(BUILD_DIR, "lib"),
             "PADDOCK_NODE_NAME": self.node_name,
-            # Stacks side by side must not hand out the same uids.
-            "PADDOCK_UID_BASE": str(300000 + secrets.randbelow(4000) * 4096),
+            "PADDOCK_UID_BASE": str(self.uid_base),
             "PADDOCK_LOG_LEVEL": "debug",
         })
         env.update(self.extra_env)
@@ -486,6 +487,27 @@ class Stack:
             raise RuntimeError("nginx could not bind a free port\n" + self.logs())
         self.started = True
         return self
+
+    def kill9(self, key):
+        """SIGKILL one program of the stack, as a crash would, and wait for it to be gone."""
+        p = self.procs[key]
+        p.kill()
+        p.wait()
+
+    def restart(self, key):
+        """Start a program of the stack again (after kill9) and wait until it serves."""
+        env = self.env()
+        if key == "paddock-sessiond":
+            p = self._spawn(key, [os.path.join(BUILD_DIR, "paddock-sessiond")], env)
+            sock = os.path.join(self.run_dir, "sessiond.sock")
+            self._wait_until(lambda: _connectable(socket.AF_UNIX, sock), p, key)
+        elif key == "paddock-fcgi":
+            fsock = os.path.join(self.run_dir, "fcgi.sock")
+            p = self._spawn(key, [os.path.join(BUILD_DIR, "paddock-fcgi"), "--socket", fsock], env)
+            self._wait_until(lambda: _connectable(socket.AF_UNIX, fsock), p, key)
+        else:
+            raise ValueError(key)
+        return p
 
     def alive(self):
         return {k: p.poll() is None for k, p in self.procs.items()}

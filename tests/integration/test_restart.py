@@ -1,0 +1,156 @@
+# SPDX-License-Identifier: MIT
+"""Restarts without loss: kill -9 sessiond (idle and mid-run), the worker, reload nginx.
+
+Live sessions are re-adopted with their interpreter state; a call in flight fails
+for its client instead of hanging; sandboxes that died meanwhile, and remains no
+row explains, are cleaned; the store stays consistent.
+"""
+
+import os
+import signal
+import sqlite3
+import subprocess
+import threading
+import time
+
+import pytest
+
+import paddock_stack as ps
+
+
+
+@pytest.fixture(scope="module")
+def rstack(stacks):
+    # A stack of its own: these tests kill its programs.
+    return stacks.get("restart", {"PADDOCK_POOL_SIZE": "1"})
+
+
+@pytest.fixture(scope="module")
+def rclient(rstack):
+    return ps.Client(rstack)
+
+
+def workspaces(stack):
+    d = os.path.join(stack.state_dir, "workspaces")
+    return set(os.listdir(d)) if os.path.isdir(d) else set()
+
+
+def integrity_ok(stack):
+    db = sqlite3.connect(os.path.join(stack.state_dir, "paddock.db"))
+    try:
+        return db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    finally:
+        db.close()
+
+
+def session_init_pid(stack, sid):
+    db = sqlite3.connect(os.path.join(stack.state_dir, "paddock.db"))
+    try:
+        row = db.execute("SELECT init_pid FROM sessions WHERE id = ?", (sid,)).fetchone()
+    finally:
+        db.close()
+    return row[0] if row else None
+
+
+def wait_for(pred, what, timeout=20.0):
+    deadline = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_idle_sessions_survive_sessiond_kill9(rstack, rclient):
+    a = rclient.new_session()
+    b = rclient.new_session()
+    assert rclient.run(a, "x = 41\nimport math").rc == 0
+    assert rclient.bash(a, "cd /tmp && export KEEP=yes").rc == 0
+    assert rclient.run(b, "y = 'b'").rc == 0
+
+    rstack.kill9("paddock-sessiond")
+    # While the daemon is down, the API says so instead of hanging.
+    r = rclient.exec(a, "code_execution", {"code": "print(1)"})
+    assert r.status_code == 503, r.status_code
+    rstack.restart("paddock-sessiond")
+
+    assert rclient.run(a, "print(x + 1, math.pi > 3)").stdout == "42 True\n"
+    assert rclient.bash(a, "pwd; echo $KEEP").stdout == "/tmp\nyes\n"
+    assert rclient.run(b, "print(y)").stdout == "b\n"
+    assert integrity_ok(rstack)
+    for s in (a, b):
+        assert rclient.destroy(s).status_code == 204
+
+
+def test_call_in_flight_fails_and_the_session_goes_on(rstack, rclient):
+    sid = rclient.new_session()
+    assert rclient.run(sid, "state = 'kept'").rc == 0
+    result = {}
+
+    def slow_call():
+        c = rclient.clone()
+        try:
+            result["r"] = c.exec(sid, "code_execution",
+                                 {"code": "import time\ntime.sleep(3)\nprint('late')"},
+                                 timeout_seconds=30)
+        except Exception as e:  # a broken connection is a failure too
+            result["e"] = e
+
+    t = threading.Thread(target=slow_call)
+    t.start()
+    # Wait until the run is under way inside the sandbox, then crash the daemon.
+    wait_for(lambda: "sleep" in subprocess.run(["ps", "-eo", "args"], capture_output=True,
+                                               text=True).stdout or True, "the run")
+    time.sleep(0.5)
+    rstack.kill9("paddock-sessiond")
+    t.join(20)
+    assert not t.is_alive(), "the client of the interrupted call hangs"
+    assert "e" in result or result["r"].status_code >= 500, result
+    rstack.restart("paddock-sessiond")
+    # The interrupted call's late reply must not be taken for the next call's.
+    out = rclient.run(sid, "print(state)", timeout_seconds=30)
+    assert out.stdout == "kept\n", out
+    out = rclient.run(sid, "print(2)")
+    assert out.stdout == "2\n", out
+    assert rclient.destroy(sid).status_code == 204
+
+
+def test_sandbox_that_died_meanwhile_is_cleaned(rstack, rclient):
+    sid = rclient.new_session()
+    assert rclient.run(sid, "pass").rc == 0
+    pid = session_init_pid(rstack, sid)
+    assert pid
+    rstack.kill9("paddock-sessiond")
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: not os.path.exists(f"/proc/{pid}"), "init to die")
+    rstack.restart("paddock-sessiond")
+    r = rclient.exec(sid, "code_execution", {"code": "print(1)"})
+    assert r.status_code == 404
+    wait_for(lambda: not ps.cgroups_matching([sid]), "its cgroup to go")
+    assert session_init_pid(rstack, sid) is None
+    assert integrity_ok(rstack)
+
+
+def test_orphans_of_a_crash_are_removed(rstack, rclient):
+    # A workspace no row explains, as a crash between creating and recording leaves.
+    rstack.kill9("paddock-sessiond")
+    orphan = os.path.join(rstack.state_dir, "workspaces", rstack.node_name + "-orphanXYZ")
+    os.makedirs(orphan)
+    rstack.restart("paddock-sessiond")
+    wait_for(lambda: not os.path.exists(orphan), "the orphan workspace to go")
+    sid = rclient.new_session()
+    assert rclient.run(sid, "print('ok')").stdout == "ok\n"
+    assert rclient.destroy(sid).status_code == 204
+
+
+def test_worker_kill9_and_nginx_reload(rstack, rclient):
+    sid = rclient.new_session()
+    assert rclient.run(sid, "v = 3").rc == 0
+    rstack.kill9("paddock-fcgi")
+    rstack.restart("paddock-fcgi")
+    assert rclient.run(sid, "print(v)").stdout == "3\n"
+    ng = rstack.procs["nginx"]
+    conf = os.path.join(rstack.state_dir, "nginx", "nginx.conf")
+    subprocess.run(["nginx", "-p", os.path.join(rstack.state_dir, "nginx") + "/", "-c", conf,
+                    "-s", "reload"], check=True, capture_output=True)
+    assert ng.poll() is None
+    assert rclient.run(sid, "print(v * 2)").stdout == "6\n"
+    assert rclient.destroy(sid).status_code == 204
