@@ -89,17 +89,17 @@ def test_call_in_flight_fails_and_the_session_goes_on(rstack, rclient):
         c = rclient.clone()
         try:
             result["r"] = c.exec(sid, "code_execution",
-                                 {"code": "import time\ntime.sleep(3)\nprint('late')"},
+                                 {"code": "import time\nopen('started', 'w').close()\n"
+                                          "time.sleep(3)\nprint('late')"},
                                  timeout_seconds=30)
         except Exception as e:  # a broken connection is a failure too
             result["e"] = e
 
     t = threading.Thread(target=slow_call)
     t.start()
-    # Wait until the run is under way inside the sandbox, then crash the daemon.
-    wait_for(lambda: "sleep" in subprocess.run(["ps", "-eo", "args"], capture_output=True,
-                                               text=True).stdout or True, "the run")
-    time.sleep(0.5)
+    # The run says it is under way by writing a file; then the daemon crashes.
+    wait_for(lambda: rclient.request("GET", f"/sessions/{sid}/files", params={"path": "started"},
+                                     check=False).status_code == 200, "the run to start")
     rstack.kill9("paddock-sessiond")
     t.join(20)
     assert not t.is_alive(), "the client of the interrupted call hangs"
