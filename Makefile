@@ -46,6 +46,17 @@ bench: deps
 	cmake --build $(BENCH_BUILD)/bench -j$(JOBS)
 	/usr/bin/python3 bench/run_bench.py --build $(BENCH_BUILD) $(BENCH_FLAGS)
 
+# Packages: the Debian package (debhelper + cmake) and the RPM (rpmbuild, --nodeps off
+# RPM hosts). Output dirs may be set: make deb DEB_OUT=/tmp/deb
+DEB_OUT ?= $(CURDIR)/build-deb
+RPM_OUT ?= $(CURDIR)/build-rpm
+.PHONY: deb rpm
+deb:
+	packaging/deb/build.sh $(CURDIR) $(DEB_OUT)
+
+rpm:
+	packaging/rpm/build.sh $(CURDIR) $(RPM_OUT)
+
 format-check:
 	clang-format --dry-run -Werror $(C_SOURCES)
 

@@ -1,0 +1,29 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# Build paddock's .deb from a source tree: copy the project's files (tracked and new,
+# not ignored) into OUT/paddock-VERSION, add packaging/deb/debian, run dpkg-buildpackage.
+#   packaging/deb/build.sh SRC OUT     -> OUT/paddock_VERSION_ARCH.deb
+set -eu
+
+src=$(cd "$1" && pwd)
+mkdir -p "$2"
+out=$(cd "$2" && pwd)
+version=$(dpkg-parsechangelog -l "$src/packaging/deb/debian/changelog" -S Version)
+tree="$out/paddock-$version"
+
+rm -rf "$tree"
+mkdir -p "$tree"
+if git -C "$src" rev-parse --git-dir >/dev/null 2>&1; then
+	git -C "$src" ls-files -z --cached --others --exclude-standard
+else
+	(cd "$src" && find . -path ./build -prune -o -path './build-*' -prune -o \
+		-path ./.git -prune -o -type f -print0)
+fi | (cd "$src" && xargs -0 sh -c 'for f; do [ -e "$f" ] && printf "%s\0" "$f"; done' sh) |
+	(cd "$src" && tar --null -T - -cf -) | tar -C "$tree" -xf -
+rm -rf "$tree/debian"
+cp -a "$src/packaging/deb/debian" "$tree/debian"
+
+cd "$tree"
+DEB_BUILD_OPTIONS="${DEB_BUILD_OPTIONS:-parallel=$(nproc)}" \
+	dpkg-buildpackage --build=binary --no-sign
+ls -1 "$out"/paddock_"$version"_*.deb
