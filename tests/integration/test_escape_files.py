@@ -25,6 +25,15 @@ def canary():
     shutil.rmtree(d)
 
 
+def host_workspace(stack, marker_file):
+    """The host directory of the workspace that holds marker_file (root sees them all)."""
+    top = os.path.join(stack.state_dir, "workspaces")
+    found = [os.path.join(top, d) for d in os.listdir(top)
+             if os.path.exists(os.path.join(top, d, marker_file))]
+    assert len(found) == 1, f"workspace with {marker_file}: {found}"
+    return found[0]
+
+
 def snapshot(d):
     out = {}
     for name in sorted(os.listdir(d)):
@@ -38,8 +47,8 @@ def test_planted_symlinks_are_never_followed(client, stack, canary):
     b = client.new_session()
     try:
         tok = secrets.token_hex(8)
-        client.run(b, f"open('secret', 'w').write('b-secret-{tok}')")
-        b_ws = os.path.join(stack.state_dir, "workspaces", b)
+        client.run(b, f"open('secret', 'w').write('b-secret-{tok}')\nopen('mark-{tok}', 'w')")
+        b_ws = host_workspace(stack, f"mark-{tok}")
         with open("/etc/shadow", "rb") as f:
             shadow_line = f.readline().strip()
         links = {
@@ -87,7 +96,7 @@ def test_planted_symlinks_are_never_followed(client, stack, canary):
             client.exec(a, EDITOR, {"command": "create", "path": path, "file_text": "pwned"})
 
         assert snapshot(canary) == before, "the host canary was changed through a symlink"
-        assert sorted(os.listdir(b_ws)) == ["secret"], os.listdir(b_ws)
+        assert sorted(os.listdir(b_ws)) == [f"mark-{tok}", "secret"], os.listdir(b_ws)
         r = client.run(b, "print(open('secret').read())")
         assert r.stdout == f"b-secret-{tok}\n", "session b's file was changed"
     finally:

@@ -167,7 +167,11 @@ def test_another_session_is_invisible(client, stack):
             print(json.dumps(found))
         """)
         assert seen_b, "the marker process did not start in session b (the test cannot judge a)"
-        host_ws_b = os.path.join(stack.state_dir, "workspaces", b)
+        top = os.path.join(stack.state_dir, "workspaces")
+        host_ws_b = [os.path.join(top, d) for d in os.listdir(top)
+                     if os.path.exists(os.path.join(top, d, f"secret_{tok}"))]
+        assert len(host_ws_b) == 1, host_ws_b
+        host_ws_b = host_ws_b[0]
         res = probe(client, a, f"""
             import json, os
             cmdlines = []
