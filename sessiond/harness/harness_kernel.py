@@ -111,6 +111,11 @@ def _jsonable_default(value):
     return str(value)
 
 
+def _is_binary_mime(key):
+    return isinstance(key, str) and key.startswith(("image/", "application/pdf")) \
+        and not key.startswith("image/svg")
+
+
 def _bundle(data):
     """A mime bundle with JSON-safe values; keys must be strings."""
     if not isinstance(data, dict):
@@ -119,6 +124,9 @@ def _bundle(data):
     for key, value in data.items():
         if isinstance(value, (bytes, bytearray, memoryview)):
             value = base64.b64encode(bytes(value)).decode("ascii")
+        elif _is_binary_mime(key) and isinstance(value, str):
+            # IPython hands some images over already encoded, in lines: make it bare.
+            value = "".join(value.split())
         out[str(key)] = value
     return out
 
