@@ -278,10 +278,8 @@ void op_edit(Manager *m, Conn *c, Session *s, json_object *req)
 	json_object_object_add(o, "usage", json_object_new_object());
 	json_object_object_add(o, "files", produced_files(s, &since));
 	s->last_activity_at = now_real();
-	store_session_touch(m->store, s->id, s->last_activity_at,
-			    (int64_t)s->execution_count);
-	store_exec_log(m->store, s->id, "editor", now_real(), (int64_t)(now_ms() - t0),
-		       res.return_code, res.return_code == 0 ? "ok" : "error");
+	journal_note(s, "editor", now_real(), (int64_t)(now_ms() - t0), res.return_code,
+		     res.return_code == 0 ? "ok" : "error");
 	editor_result_clear(&res);
 	conn_reply(c, o, NULL, 0);
 }

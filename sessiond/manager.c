@@ -846,6 +846,9 @@ int manager_new(const PaddockConfig *cfg, Loop *loop, Manager **ret)
 		log_err("cannot open the store %s: %s", path, strerror(-r));
 		goto fail;
 	}
+	r = journal_new(m);
+	if (r < 0)
+		goto fail;
 	r = sandbox_env_new(cfg, &m->env);
 	if (r < 0) {
 		log_err("cannot prepare sandboxes: %s (%s)", strerror(-r), sandbox_last_error());
@@ -869,6 +872,8 @@ Manager *manager_free(Manager *m)
 {
 	if (!m)
 		return NULL;
+	/* What is waiting to be written goes in before anything is torn down. */
+	journal_flush(m);
 	if (m->cfg->keep_sessions_on_exit) {
 		/* The next daemon re-adopts them: let go without killing anything. */
 		while (m->sessions)
@@ -883,6 +888,7 @@ Manager *manager_free(Manager *m)
 		for (int i = 0; i < 8; i++)
 			free(m->argv[k][i]);
 	sandbox_env_free(m->env);
+	journal_free(m);
 	store_close(m->store);
 	free(m->uids);
 	if (m->lock_fd >= 0)

@@ -352,10 +352,8 @@ static void run_finish(Run *run)
 	free(out);
 	free(err);
 	s->last_activity_at = now_real();
-	store_session_touch(m->store, s->id, s->last_activity_at,
-			    (int64_t)s->execution_count);
-	store_exec_log(m->store, s->id, interp_kind_name(run->kind), run->start_real, (int64_t)ms,
-		       run->return_code, run_outcome(run));
+	journal_note(s, interp_kind_name(run->kind), run->start_real, (int64_t)ms,
+		     run->return_code, run_outcome(run));
 	if (run->conn)
 		conn_reply(run->conn, o, NULL, 0);
 	else

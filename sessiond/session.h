@@ -39,6 +39,7 @@ enum interp_state {
 typedef struct Session Session;
 typedef struct Run Run;
 typedef struct Manager Manager;
+typedef struct Journal Journal;
 
 /* Bytes of one output stream of a run, capped: the head is kept, the rest counted. */
 typedef struct OutBuf {
@@ -116,6 +117,7 @@ struct Session {
 	bool kernel;		/* Python is served by the kernel tier */
 	uint64_t execution_count; /* calls run so far (the code plane's cell counter) */
 	bool adopting;		/* re-adopted: init is re-sending its interpreters */
+	bool dirty;		/* activity not yet written to the store */
 	uint32_t seq;		/* last init request number */
 	Session *prev, *next;
 };
@@ -148,6 +150,7 @@ struct Manager {
 	char *argv[INTERP_KIND_COUNT][8]; /* how init starts each interpreter */
 	bool draining;		/* no new sessions; existing ones run on */
 	int lock_fd;		/* flock on <state_dir>/sessiond.lock, held for life */
+	Journal *journal;	/* store writes waiting for the next batch */
 	uint64_t runs_by_outcome[4]; /* ok, error, timeout, killed */
 	uint64_t kills_by_reason[4]; /* released, idle, lifetime, other */
 	uint64_t sessions_created;
@@ -162,6 +165,13 @@ void uid_release(Manager *m, uid_t uid);
 void zombie_free(Zombie *z);
 void zombies_drain(Manager *m);
 void on_zombie_exit(Loop *l, int fd, uint32_t events, void *data);
+
+/* journal.c: the executions log and activity times, written in batches */
+int journal_new(Manager *m);
+void journal_free(Manager *m);
+void journal_flush(Manager *m);
+void journal_note(Session *s, const char *tool, double started_at, int64_t duration_ms,
+		  int return_code, const char *outcome);
 
 /* pool.c */
 void pool_schedule(Manager *m);

@@ -373,6 +373,16 @@ int store_exec_prune(Store *s, int64_t keep)
 	return step_done(st);
 }
 
+int store_begin(Store *s)
+{
+	return exec_sql(s, "BEGIN");
+}
+
+int store_commit(Store *s)
+{
+	return exec_sql(s, "COMMIT");
+}
+
 int store_integrity_check(Store *s)
 {
 	_cleanup_stmt_ sqlite3_stmt *st = NULL;

@@ -49,5 +49,9 @@ int store_exec_log(Store *s, const char *session_id, const char *tool, double st
 /* Drop log rows beyond the newest keep. */
 int store_exec_prune(Store *s, int64_t keep);
 
+/* Group the writes between these two into one transaction. */
+int store_begin(Store *s);
+int store_commit(Store *s);
+
 /* 0 when PRAGMA integrity_check says ok. */
 int store_integrity_check(Store *s);

@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: MIT */
+/* Batched store writes for the hot path: executions and activity, one transaction a tick. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "session.h"
+
+#define JOURNAL_FLUSH_MS 50
+#define JOURNAL_MAX 4096
+
+/* One execution waiting to be logged. */
+typedef struct JournalEntry {
+	char session_id[SESSION_ID_MAX + 1];
+	const char *tool;   /* a static string */
+	double started_at;
+	int64_t duration_ms;
+	int return_code;
+	const char *outcome; /* a static string */
+} JournalEntry;
+
+/* Pending writes: the log rows, and the sessions whose activity changed. */
+struct Journal {
+	JournalEntry *entries;
+	size_t n, cap;
+	LoopSource *timer;
+};
+
+void journal_flush(Manager *m)
+{
+	Journal *j = m->journal;
+	int r;
+
+	if (!j)
+		return;
+	j->timer = loop_remove(m->loop, j->timer);
+	r = store_begin(m->store);
+	for (size_t i = 0; i < j->n; i++) {
+		JournalEntry *e = &j->entries[i];
+
+		store_exec_log(m->store, e->session_id, e->tool, e->started_at, e->duration_ms,
+			       e->return_code, e->outcome);
+	}
+	j->n = 0;
+	for (Session *s = m->sessions; s; s = s->next)
+		if (s->dirty) {
+			store_session_touch(m->store, s->id, s->last_activity_at,
+					    (int64_t)s->execution_count);
+			s->dirty = false;
+		}
+	if (r == 0)
+		r = store_commit(m->store);
+	if (r < 0)
+		log_err("store: batched write failed: %s", strerror(-r));
+}
+
+static void on_flush(Loop *l, void *data)
+{
+	Manager *m = data;
+
+	(void)l;
+	m->journal->timer = NULL;
+	journal_flush(m);
+}
+
+void journal_note(Session *s, const char *tool, double started_at, int64_t duration_ms,
+		  int return_code, const char *outcome)
+{
+	Manager *m = s->m;
+	Journal *j = m->journal;
+	JournalEntry *e;
+
+	s->dirty = true;
+	if (j->n == j->cap) {
+		size_t cap = j->cap ? j->cap * 2 : 64;
+		JournalEntry *grown;
+
+		if (j->n >= JOURNAL_MAX || !(grown = realloc(j->entries, cap * sizeof(*grown)))) {
+			journal_flush(m);
+		} else {
+			j->entries = grown;
+			j->cap = cap;
+		}
+	}
+	if (j->n < j->cap) {
+		e = &j->entries[j->n++];
+		memcpy(e->session_id, s->id, sizeof(e->session_id));
+		e->tool = tool;
+		e->started_at = started_at;
+		e->duration_ms = duration_ms;
+		e->return_code = return_code;
+		e->outcome = outcome;
+	}
+	if (!j->timer)
+		loop_add_timer(m->loop, JOURNAL_FLUSH_MS, on_flush, m, &j->timer);
+}
+
+int journal_new(Manager *m)
+{
+	m->journal = calloc(1, sizeof(*m->journal));
+	return m->journal ? 0 : -ENOMEM;
+}
+
+void journal_free(Manager *m)
+{
+	if (!m->journal)
+		return;
+	journal_flush(m);
+	free(m->journal->entries);
+	free(m->journal);
+	m->journal = NULL;
+}
