@@ -18,6 +18,8 @@ packages=(
 	wrk python3-matplotlib valgrind
 	# make fuzz: clang with libFuzzer and the sanitizer runtimes
 	clang libclang-rt-14-dev
+	# make deb, make rpm and their tests: packaging tools, unit checks, certificates
+	debhelper dpkg-dev devscripts lintian fakeroot rpm cpio openssl systemd adduser
 )
 
 if [ "$(id -u)" -ne 0 ]; then
