@@ -12,9 +12,9 @@
 
 /* What every thread serves. */
 struct fixed {
-	int listen_fd;			/* the FastCGI socket */
-	const char *reply;		/* the body every request gets */
-	size_t reply_len;		/* its length */
+	int listen_fd;	   /* the FastCGI socket */
+	const char *reply; /* the body every request gets */
+	size_t reply_len;  /* its length */
 };
 
 static void *serve(void *arg)

@@ -26,35 +26,35 @@
 
 /* What one measurement loop is asked to do. */
 struct opts {
-	const char *mode;		/* "http", "harness" or "spawn" */
-	int port;			/* http: nginx's loopback port */
-	const char *method;		/* http: request method */
-	const char *path;		/* http: request target */
-	const char *body_file;		/* http: request body, or NULL */
+	const char *mode;		  /* "http", "harness" or "spawn" */
+	int port;			  /* http: nginx's loopback port */
+	const char *method;		  /* http: request method */
+	const char *path;		  /* http: request target */
+	const char *body_file;		  /* http: request body, or NULL */
 	const char *headers[MAX_HEADERS]; /* http: extra header lines */
-	int nheaders;			/* http: how many */
-	const char *expect;		/* a substring every good reply holds, or NULL */
-	const char *kind;		/* harness: "python" or "bash" */
-	const char *lib;		/* harness: dir with harness.py and harness.bash */
-	const char *code;		/* harness: the code each request runs */
-	const char *workdir;		/* harness: the interpreters' cwd */
-	int procs;			/* harness: interpreters driven at once, one thread each */
-	long count;			/* requests (or spawns) per thread, at most */
-	double seconds;			/* wall time per thread, at most */
-	long warmup;			/* requests per thread not recorded */
-	const char *out;		/* file for the samples (ns, one a line), or NULL */
-	char **argv;			/* spawn: the command */
+	int nheaders;			  /* http: how many */
+	const char *expect;		  /* a substring every good reply holds, or NULL */
+	const char *kind;		  /* harness: "python" or "bash" */
+	const char *lib;		  /* harness: dir with harness.py and harness.bash */
+	const char *code;		  /* harness: the code each request runs */
+	const char *workdir;		  /* harness: the interpreters' cwd */
+	int procs;	 /* harness: interpreters driven at once, one thread each */
+	long count;	 /* requests (or spawns) per thread, at most */
+	double seconds;	 /* wall time per thread, at most */
+	long warmup;	 /* requests per thread not recorded */
+	const char *out; /* file for the samples (ns, one a line), or NULL */
+	char **argv;	 /* spawn: the command */
 };
 
 /* One thread's loop and its results. */
 struct worker {
-	const struct opts *o;		/* the shared options */
-	int idx;			/* thread number */
-	uint64_t *samples;		/* latencies in ns */
-	long n;				/* samples taken */
-	long errors;			/* bad or missing replies */
-	long reconnects;		/* http: connections opened after the first */
-	double elapsed;			/* seconds the recorded loop took */
+	const struct opts *o; /* the shared options */
+	int idx;	      /* thread number */
+	uint64_t *samples;    /* latencies in ns */
+	long n;		      /* samples taken */
+	long errors;	      /* bad or missing replies */
+	long reconnects;      /* http: connections opened after the first */
+	double elapsed;	      /* seconds the recorded loop took */
 };
 
 static uint64_t now_ns(void)
@@ -109,14 +109,15 @@ static int write_all(int fd, const char *p, size_t n)
 
 /* One connection and what is buffered from it. */
 struct http_conn {
-	int fd;				/* the socket, or -1 */
-	char *buf;			/* bytes received, not yet consumed */
-	size_t len;			/* bytes in buf */
+	int fd;	    /* the socket, or -1 */
+	char *buf;  /* bytes received, not yet consumed */
+	size_t len; /* bytes in buf */
 };
 
 static int http_connect(int port)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_port = htons((uint16_t)port),
 				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	int one = 1, fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
@@ -153,7 +154,8 @@ static void http_consume(struct http_conn *c, size_t n)
 }
 
 /* Read one response; its status, and whether expect (if any) is in the body. */
-static int http_read_response(struct http_conn *c, const char *expect, bool *found, bool *close_after)
+static int http_read_response(struct http_conn *c, const char *expect, bool *found,
+			      bool *close_after)
 {
 	char *end, *p;
 	size_t hlen, clen = 0;
@@ -179,7 +181,8 @@ static int http_read_response(struct http_conn *c, const char *expect, bool *fou
 		if (!strncasecmp(line, "content-length:", 15)) {
 			clen = strtoul(line + 15, NULL, 10);
 			have_len = true;
-		} else if (!strncasecmp(line, "transfer-encoding:", 18) && strcasestr(line, "chunked")) {
+		} else if (!strncasecmp(line, "transfer-encoding:", 18) &&
+			   strcasestr(line, "chunked")) {
 			chunked = true;
 		} else if (!strncasecmp(line, "connection:", 11) && strcasestr(line, "close")) {
 			*close_after = true;
@@ -277,8 +280,9 @@ static void *http_worker(void *arg)
 			opened = true;
 		}
 		t0 = now_ns();
-		status = write_all(c.fd, req, reqlen) < 0 ? -1 :
-			 http_read_response(&c, o->expect, &found, &close_after);
+		status = write_all(c.fd, req, reqlen) < 0 ?
+				 -1 :
+				 http_read_response(&c, o->expect, &found, &close_after);
 		if (i >= o->warmup) {
 			w->samples[w->n++] = now_ns() - t0;
 			if (status < 200 || status > 299 || !found)
@@ -301,16 +305,23 @@ static void *http_worker(void *arg)
 
 /* One interpreter: its pid and the three descriptors sessiond would hold. */
 struct harness {
-	pid_t pid;			/* the interpreter */
-	int ctl;			/* control socket (our end) */
-	int out;			/* its fd 1 */
-	int err;			/* its fd 2 */
+	pid_t pid;		    /* the interpreter */
+	int ctl;		    /* control socket (our end) */
+	int out;		    /* its fd 1 */
+	int err;		    /* its fd 2 */
+	unsigned long long next_id; /* the last request id sent */
 };
 
 static const char *const harness_env[] = {
-	"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/workspace", "USER=sandbox",
-	"LANG=C.UTF-8", "TMPDIR=/tmp", "PYTHONDONTWRITEBYTECODE=1", "MPLBACKEND=Agg",
-	"TERM=dumb", NULL,
+	"PATH=/usr/local/bin:/usr/bin:/bin",
+	"HOME=/workspace",
+	"USER=sandbox",
+	"LANG=C.UTF-8",
+	"TMPDIR=/tmp",
+	"PYTHONDONTWRITEBYTECODE=1",
+	"MPLBACKEND=Agg",
+	"TERM=dumb",
+	NULL,
 };
 
 /* Start one harness with the argv sessiond uses (sessiond/manager.c), fds as init sets them. */
@@ -324,8 +335,8 @@ static int harness_start(const struct opts *o, struct harness *h)
 		snprintf(script, sizeof(script), "%s/harness.bash", o->lib);
 	else
 		snprintf(script, sizeof(script), "%s/harness.py", o->lib);
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) < 0 || pipe2(out, O_CLOEXEC) < 0 ||
-	    pipe2(err, O_CLOEXEC) < 0)
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) < 0 ||
+	    pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0)
 		return -1;
 	pid = fork();
 	if (pid < 0)
@@ -379,15 +390,60 @@ static void drain(int fd, char *buf, size_t *len, size_t cap)
 	}
 }
 
+/* The code as it sits in a request: JSON-escaped for python, raw for bash. */
+static char *harness_code(const struct opts *o)
+{
+	size_t n = strlen(o->code), k = 0;
+	char *r = malloc(6 * n + 1);
+
+	if (!r)
+		die("malloc");
+	if (!strcmp(o->kind, "bash")) {
+		memcpy(r, o->code, n + 1);
+		return r;
+	}
+	for (const char *p = o->code; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			k += (size_t)sprintf(r + k, "\\%c", *p);
+		else if (*p == '\n')
+			k += (size_t)sprintf(r + k, "\\n");
+		else if ((unsigned char)*p < 0x20)
+			k += (size_t)sprintf(r + k, "\\u%04x", *p);
+		else
+			r[k++] = *p;
+	}
+	r[k] = '\0';
+	return r;
+}
+
+/* One request with its id, as sessiond's encode_request frames it; returns its length. */
+static size_t harness_frame(bool bash, unsigned long long id, const char *code, char *buf,
+			    size_t cap)
+{
+	int n;
+
+	if (bash) {
+		n = snprintf(buf, cap, "%llu\n%s", id, code);
+		return (size_t)n + 1; /* the NUL ends the request */
+	}
+	n = snprintf(buf, cap, "{\"id\":%llu,\"code\":\"%s\",\"mode\":\"otari\"}\n", id, code);
+	return (size_t)n;
+}
+
 /* One request: send it, wait for the reply line, collect the output. 0 if it looks right. */
-static int harness_call(const struct harness *h, const char *req, size_t reqlen, bool bash,
-			const char *expect, char *line, char *outbuf)
+static int harness_call(struct harness *h, const char *code, bool bash, const char *expect,
+			char *line, char *outbuf)
 {
 	size_t llen = 0, olen = 0, elen = 0;
 	char errbuf[4096];
-	struct pollfd p[3] = { { h->ctl, POLLIN, 0 }, { h->out, POLLIN, 0 }, { h->err, POLLIN, 0 } };
+	struct pollfd p[3] = { { h->ctl, POLLIN, 0 },
+			       { h->out, POLLIN, 0 },
+			       { h->err, POLLIN, 0 } };
+	unsigned long long id = ++h->next_id, got;
+	size_t reqlen = harness_frame(bash, id, code, line, IOBUF);
+	int status;
 
-	if (write_all(h->ctl, req, reqlen) < 0)
+	if (reqlen >= IOBUF || write_all(h->ctl, line, reqlen) < 0)
 		return -1;
 	for (;;) {
 		if (poll(p, 3, 60000) <= 0)
@@ -410,45 +466,21 @@ static int harness_call(const struct harness *h, const char *req, size_t reqlen,
 	drain(h->err, errbuf, &elen, sizeof(errbuf));
 	outbuf[olen] = '\0';
 	line[llen] = '\0';
-	if (bash ? strtol(line, NULL, 10) != 0 : !strstr(line, "\"return_code\":0"))
+	/* bash answers "<id> <status>", python a JSON object with the id and return_code. */
+	if (bash) {
+		if (sscanf(line, "%llu %d", &got, &status) != 2 || got != id || status != 0)
+			return -1;
+	} else if (!strstr(line, "\"return_code\":0")) {
 		return -1;
+	}
 	return expect && !strstr(outbuf, expect) ? -1 : 0;
-}
-
-/* The request bytes for code, as sessiond's encode_request makes them. */
-static char *harness_request(const struct opts *o, size_t *len)
-{
-	size_t n = strlen(o->code), cap = 6 * n + 64, k = 0;
-	char *r = malloc(cap);
-
-	if (!r)
-		die("malloc");
-	if (!strcmp(o->kind, "bash")) {
-		memcpy(r, o->code, n + 1);
-		*len = n + 1;
-		return r;
-	}
-	k += (size_t)sprintf(r, "{\"code\":\"");
-	for (const char *p = o->code; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			k += (size_t)sprintf(r + k, "\\%c", *p);
-		else if (*p == '\n')
-			k += (size_t)sprintf(r + k, "\\n");
-		else if ((unsigned char)*p < 0x20)
-			k += (size_t)sprintf(r + k, "\\u%04x", *p);
-		else
-			r[k++] = *p;
-	}
-	k += (size_t)sprintf(r + k, "\",\"mode\":\"otari\"}\n");
-	*len = k;
-	return r;
 }
 
 /* Per thread: one interpreter, started before the clock runs. */
 struct harness_worker {
-	struct worker w;		/* the common part */
-	struct harness h;		/* its interpreter */
-	pthread_barrier_t *ready;	/* every interpreter has answered once */
+	struct worker w;	  /* the common part */
+	struct harness h;	  /* its interpreter */
+	pthread_barrier_t *ready; /* every interpreter has answered once */
 };
 
 static void *harness_worker(void *arg)
@@ -457,28 +489,27 @@ static void *harness_worker(void *arg)
 	struct worker *w = &hw->w;
 	const struct opts *o = w->o;
 	bool bash = !strcmp(o->kind, "bash");
-	size_t reqlen;
-	char *req = harness_request(o, &reqlen), *line = malloc(IOBUF), *out = malloc(IOBUF);
+	char *code = harness_code(o), *line = malloc(IOBUF), *out = malloc(IOBUF);
 	uint64_t t_start, t_end;
 
 	if (!line || !out)
 		die("malloc");
 	for (long i = 0; i < o->warmup; i++)
-		if (harness_call(&hw->h, req, reqlen, bash, o->expect, line, out) < 0)
+		if (harness_call(&hw->h, code, bash, o->expect, line, out) < 0)
 			w->errors++;
 	pthread_barrier_wait(hw->ready);
 	t_start = now_ns();
 	t_end = t_start + (uint64_t)(o->seconds * 1e9);
 	while (w->n < o->count && now_ns() < t_end) {
 		uint64_t t0 = now_ns();
-		int r = harness_call(&hw->h, req, reqlen, bash, o->expect, line, out);
+		int r = harness_call(&hw->h, code, bash, o->expect, line, out);
 
 		w->samples[w->n++] = now_ns() - t0;
 		if (r < 0)
 			w->errors++;
 	}
 	w->elapsed = (double)(now_ns() - t_start) / 1e9;
-	free(req);
+	free(code);
 	free(line);
 	free(out);
 	return NULL;
@@ -522,8 +553,7 @@ static void harness_start_loop(struct worker *w)
 {
 	const struct opts *o = w->o;
 	bool bash = !strcmp(o->kind, "bash");
-	size_t reqlen;
-	char *req = harness_request(o, &reqlen), *line = malloc(IOBUF), *out = malloc(IOBUF);
+	char *code = harness_code(o), *line = malloc(IOBUF), *out = malloc(IOBUF);
 	uint64_t t_start = now_ns(), t_end = t_start + (uint64_t)(o->seconds * 1e9);
 
 	if (!line || !out)
@@ -535,7 +565,7 @@ static void harness_start_loop(struct worker *w)
 
 		if (harness_start(o, &h) < 0)
 			die("harness start");
-		r = harness_call(&h, req, reqlen, bash, o->expect, line, out);
+		r = harness_call(&h, code, bash, o->expect, line, out);
 		if (i >= o->warmup) {
 			w->samples[w->n++] = now_ns() - t0;
 			w->errors += r < 0;
@@ -543,7 +573,7 @@ static void harness_start_loop(struct worker *w)
 		harness_stop(&h);
 	}
 	w->elapsed = (double)(now_ns() - t_start) / 1e9;
-	free(req);
+	free(code);
 	free(line);
 	free(out);
 }
@@ -565,20 +595,33 @@ static void usage(void)
 static void parse(int argc, char **argv, struct opts *o)
 {
 	static const struct option longs[] = {
-		{ "port", required_argument, NULL, 'p' },   { "method", required_argument, NULL, 'm' },
-		{ "path", required_argument, NULL, 'P' },   { "body", required_argument, NULL, 'b' },
-		{ "header", required_argument, NULL, 'H' }, { "expect", required_argument, NULL, 'x' },
-		{ "kind", required_argument, NULL, 'k' },   { "lib", required_argument, NULL, 'l' },
-		{ "code", required_argument, NULL, 'c' },   { "procs", required_argument, NULL, 'K' },
-		{ "warmup", required_argument, NULL, 'w' }, { "out", required_argument, NULL, 'o' },
-		{ "workdir", required_argument, NULL, 'd' }, { NULL, 0, NULL, 0 },
+		{ "port", required_argument, NULL, 'p' },
+		{ "method", required_argument, NULL, 'm' },
+		{ "path", required_argument, NULL, 'P' },
+		{ "body", required_argument, NULL, 'b' },
+		{ "header", required_argument, NULL, 'H' },
+		{ "expect", required_argument, NULL, 'x' },
+		{ "kind", required_argument, NULL, 'k' },
+		{ "lib", required_argument, NULL, 'l' },
+		{ "code", required_argument, NULL, 'c' },
+		{ "procs", required_argument, NULL, 'K' },
+		{ "warmup", required_argument, NULL, 'w' },
+		{ "out", required_argument, NULL, 'o' },
+		{ "workdir", required_argument, NULL, 'd' },
+		{ NULL, 0, NULL, 0 },
 	};
 	int c;
 
 	if (argc < 2)
 		usage();
-	*o = (struct opts){ .mode = argv[1], .method = "GET", .path = "/", .procs = 1,
-			    .count = 1000, .seconds = 10, .kind = "python", .code = "print(1)",
+	*o = (struct opts){ .mode = argv[1],
+			    .method = "GET",
+			    .path = "/",
+			    .procs = 1,
+			    .count = 1000,
+			    .seconds = 10,
+			    .kind = "python",
+			    .code = "print(1)",
 			    .workdir = "/tmp" };
 	optind = 2;
 	while ((c = getopt_long(argc, argv, "n:t:", longs, NULL)) != -1) {

@@ -105,13 +105,11 @@ long syscall(long nr, ...)
 		a[i] = va_arg(ap, long);
 	va_end(ap);
 	switch (nr) {
-	case SYS_clone3:
-		return clone3_as_clone((const struct clone_args *)a[0]);
+	case SYS_clone3: return clone3_as_clone((const struct clone_args *)a[0]);
 	case SYS_openat2:
 		return openat2_as_openat((int)a[0], (const char *)a[1],
 					 (const struct open_how *)a[2]);
-	case SYS_pidfd_send_signal:
-		return pidfd_kill((int)a[0], (int)a[1]);
+	case SYS_pidfd_send_signal: return pidfd_kill((int)a[0], (int)a[1]);
 	case SYS_execveat:
 		if (a[4] == AT_EMPTY_PATH) {
 			char path[64];
@@ -120,8 +118,7 @@ long syscall(long nr, ...)
 			return execve(path, (char **)a[2], (char **)a[3]);
 		}
 		break;
-	default:
-		break;
+	default: break;
 	}
 	return ret(raw6(nr, a[0], a[1], a[2], a[3], a[4], a[5]));
 }
