@@ -270,9 +270,18 @@ static const struct {
 	{ "nodejs", LANG_JAVASCRIPT },	   { "js", LANG_JAVASCRIPT },
 };
 
+/* Each language: its resolved name and the exec tool sessiond runs it with. */
+static const struct {
+	const char *name; /* what data.language says */
+	const char *tool; /* sessiond's exec "tool" */
+} lang_info[] = {
+	[LANG_PYTHON] = { "python", "python" },
+	[LANG_JAVASCRIPT] = { "javascript", "node" },
+};
+
 static const char *lang_name(enum lang l)
 {
-	return l == LANG_PYTHON ? "python" : "javascript";
+	return lang_info[l].name;
 }
 
 static int take_language(ReqCtx *rq, json_object *body, enum lang *ret)
@@ -678,9 +687,7 @@ static int run_cell(ReqCtx *rq, const struct exec_req *x, const char *sid, SdRep
 	_cleanup_json_ json_object *req = code_sd_request(rq, "exec", sid);
 	int r;
 
-	if (!req ||
-	    json_set(req, "tool",
-		     json_object_new_string(x->lang == LANG_PYTHON ? "python" : "node")) < 0 ||
+	if (!req || json_set(req, "tool", json_object_new_string(lang_info[x->lang].tool)) < 0 ||
 	    json_set(req, "code", json_object_new_string_len(x->code, (int)x->code_len)) < 0 ||
 	    json_set(req, "timeout_ms", json_object_new_int64(x->timeout * 1000)) < 0 ||
 	    json_set(req, "mode", json_object_new_string("cell")) < 0) {

@@ -194,6 +194,15 @@ async function handle(line) {
 		return protocolError("'code' must be a string");
 	if (mode !== 'otari' && mode !== 'cell')
 		return protocolError("'mode' must be 'otari' or 'cell'");
+	const id = request.id;
+	if (id !== undefined && id !== null && typeof id !== 'string' && !Number.isInteger(id))
+		return protocolError("'id' must be an integer or a string");
+	const answer = await runOrChdir(request, mode);
+	// The request id, when there is one, is the reply's first key.
+	return id === undefined || id === null ? answer : { id, ...answer };
+}
+
+async function runOrChdir(request, mode) {
 	// An optional working directory, fixed when the interpreter takes its first cell.
 	if (!cwdApplied && typeof request.cwd === 'string') {
 		cwdApplied = true;

@@ -21,6 +21,8 @@ namespace. User output goes to fd 1 and 2; never to the control socket.
 import os
 import sys
 
+# -I ignores PYTHONDONTWRITEBYTECODE: no .pyc files in the workspace either way.
+sys.dont_write_bytecode = True
 # Before IPython and matplotlib load: keep their caches and profiles out of the
 # workspace (HOME is /workspace), and capture figures inline.
 os.environ["IPYTHONDIR"] = "/tmp/.ipython"
@@ -249,7 +251,6 @@ def _protocol_error(message):
 
 
 def _handle(shell, line):
-    global _cwd_applied
     if line is _Channel.TOO_LARGE:
         return _protocol_error("request larger than the harness accepts")
     try:
@@ -264,6 +265,19 @@ def _handle(shell, line):
         return _protocol_error("'code' must be a string")
     if mode not in ("otari", "cell"):
         return _protocol_error("'mode' must be 'otari' or 'cell'")
+    request_id = request.get("id")
+    if request_id is not None and (isinstance(request_id, bool)
+                                   or not isinstance(request_id, (int, str))):
+        return _protocol_error("'id' must be an integer or a string")
+    reply = _chdir_and_run(shell, request, code, mode)
+    if request_id is not None:
+        # First key: sessiond finds it without parsing the whole reply.
+        reply = {"id": request_id, **reply}
+    return reply
+
+
+def _chdir_and_run(shell, request, code, mode):
+    global _cwd_applied
     # An optional working directory, fixed when the interpreter takes its first cell.
     cwd = request.get("cwd")
     if not _cwd_applied and isinstance(cwd, str):
