@@ -368,10 +368,11 @@ class Stack:
     env: extra PADDOCK_* settings for both programs (e.g. PADDOCK_MAX_SESSIONS).
     """
 
-    def __init__(self, name="main", env=None):
+    def __init__(self, name="main", env=None, node_name=None):
         self.name = name
         self.extra_env = dict(env or {})
-        self.node_name = "t" + secrets.token_hex(5)
+        # node_name: the session id prefix (letters and digits), random when not given.
+        self.node_name = node_name or "t" + secrets.token_hex(5)
         # Stacks side by side must not hand out the same uids; a restarted daemon keeps its own.
         self.uid_base = 300000 + secrets.randbelow(4000) * 4096
         self.session_ids = set()
