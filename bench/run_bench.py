@@ -46,8 +46,10 @@ def machine():
                 model = line.split(":", 1)[1].strip()
                 break
     mem = meminfo()
-    rev = subprocess.run(["git", "-C", SOURCE_DIR, "describe", "--always", "--dirty"],
-                         capture_output=True, text=True).stdout.strip()
+    # A tree exported with `git archive` has no .git: PADDOCK_BENCH_SOURCE names its commit.
+    rev = os.environ.get("PADDOCK_BENCH_SOURCE") or subprocess.run(
+        ["git", "-C", SOURCE_DIR, "describe", "--always", "--dirty"],
+        capture_output=True, text=True).stdout.strip() or "unknown"
     return {"nproc": os.cpu_count(), "model": model, "kernel": platform.release(), "source": rev,
             "mem_total_mib": mem.get("MemTotal", 0) // 1024,
             "python": sys.version.split()[0]}
