@@ -158,6 +158,9 @@ def main():
         baseline = {"per_exec": round(per_exec), "threshold": args.threshold, "execs": args.execs,
                     "recorded": datetime.date.today().isoformat(), "valgrind": vg,
                     "kernel": platform.release(), "build": "Release",
+                    "source": os.environ.get("PADDOCK_BENCH_SOURCE") or subprocess.run(
+                        ["git", "-C", SOURCE_DIR, "describe", "--always", "--dirty"],
+                        capture_output=True, text=True).stdout.strip(),
                     "note": "sessiond's instructions per print(1) exec (callgrind_check.py); "
                             "refresh with --update-baseline after an intended change"}
         with open(BASELINE, "w", encoding="utf-8") as f:
