@@ -227,10 +227,10 @@ static void note_warnings(const PaddockConfig *cfg, CodeRuntimes *rt)
 			 "jupyter_endpoint (AIO_JUPYTER_ENDPOINT) is set, but this build has no "
 			 "endpoint tier; Python runs on the %s tier",
 			 code_tier_name(rt->tier));
-	if (cfg->code_prewarm > 0 || cfg->kernel_prewarm > 0)
+	if (cfg->kernel_prewarm > 0 && !rt->kernel_ok)
 		snprintf(rt->warnings[n++], sizeof(rt->warnings[0]),
-			 "code_prewarm / kernel_prewarm (AIO_CODE_PREWARM / AIO_KERNEL_PREWARM) "
-			 "are set, but the session daemon keeps no warm interpreters yet");
+			 "kernel_prewarm (AIO_KERNEL_PREWARM) is set, but there is no kernel tier "
+			 "to warm");
 }
 
 static void probe_run(void)
@@ -372,6 +372,23 @@ static json_object *languages_list(const PaddockConfig *cfg, const CodeRuntimes 
 	return a;
 }
 
+/* Warm sandboxes waiting in sessiond's pools (native and kernel); 0 when it cannot say. */
+static int64_t prewarmed(ReqCtx *rq)
+{
+	_cleanup_json_ json_object *req = code_sd_request(rq, "stats", NULL);
+	int64_t native = 0, kernel = 0;
+	SdReply rep;
+
+	if (!req || sd_call(&rq->w->sd, req, SD_RETRY_ANY, &rep) < 0)
+		return 0;
+	if (rep.ok) {
+		json_in_int(rep.obj, "pool_ready", &native);
+		json_in_int(rep.obj, "pool_kernel_ready", &kernel);
+	}
+	sd_reply_clear(&rep);
+	return native + kernel;
+}
+
 void code_info(ReqCtx *rq)
 {
 	const PaddockConfig *cfg = rq->app->cfg;
@@ -390,7 +407,7 @@ void code_info(ReqCtx *rq)
 		    0 ||
 	    json_set(d, "default_timeout", json_object_new_int64(cfg->exec_timeout_default)) < 0 ||
 	    json_set(d, "max_timeout", json_object_new_int64(cfg->exec_timeout_max)) < 0 ||
-	    json_set(d, "prewarmed", json_object_new_int64(0)) < 0) {
+	    json_set(d, "prewarmed", json_object_new_int64(prewarmed(rq))) < 0) {
 		json_object_put(d);
 		code_fail(rq, 500, "out of memory");
 		return;

@@ -10,6 +10,7 @@ import tempfile
 
 import pytest
 
+import paddock_stack as ps
 from code_client import CodeClient, check_outputs, outputs_of
 
 PYTHON = "/usr/bin/python3"
@@ -47,8 +48,9 @@ def test_info_reports_what_is_installed(cc):
         assert d["node"] == {"available": True, "version": _version([NODE, "--version"])}
         assert d["backend"] == ("kernel" if HAS_IPYTHON else "native")
         assert set(d["kinds"]) == {"python", "nodejs"} | ({"jupyter"} if HAS_IPYTHON else set())
-        assert (d["max_sessions"], d["default_timeout"], d["max_timeout"], d["prewarmed"]) == (
-            20, 30, 900, 0)
+        assert (d["max_sessions"], d["default_timeout"], d["max_timeout"]) == (20, 30, 900)
+        # sessiond's general pool (pool_size, 2 by default) is warm for code sessions too.
+        assert 0 <= d["prewarmed"] <= 2
         langs = {entry["language"]: entry for entry in d["languages"]}
         assert set(langs) == {"python", "javascript"}
         assert langs["python"]["aliases"] == ["python3"]
@@ -128,11 +130,27 @@ def test_kernel_pin_without_ipython_is_503_and_jupyter_501(stacks, python_withou
 
 
 def test_settings_without_an_implementation_are_warned_about(stacks):
-    env = {"AIO_JUPYTER_ENDPOINT": "http://127.0.0.1:9/", "AIO_CODE_PREWARM": "2"}
+    env = {"AIO_JUPYTER_ENDPOINT": "http://127.0.0.1:9/"}
     cc = CodeClient(stacks.get("code-warnings", env))
     ci = cc.request("GET", "/v1/capabilities").env["data"]["code_interpreter"]
     assert any("AIO_JUPYTER_ENDPOINT" in w for w in ci["warnings"])
-    assert any("AIO_CODE_PREWARM" in w for w in ci["warnings"])
+
+
+def test_prewarmed_counts_the_warm_pools(stacks):
+    env = {"PADDOCK_POOL_SIZE": "0", "AIO_CODE_PREWARM": "1",
+           "AIO_KERNEL_PREWARM": "1" if HAS_IPYTHON else "0"}
+    cc = CodeClient(stacks.get("code-prewarm", env))
+    want = 2 if HAS_IPYTHON else 1
+
+    def prewarmed():
+        return cc.request("GET", "/v2/code/info").env["data"]["prewarmed"] == want
+
+    ps.wait_for(prewarmed, 60, f"{want} warm sandboxes")
+    d = cc.run("print(3)", session_id="warm-1")
+    assert d["stdout"] == "3\n" and d["execution_count"] == 1
+    cc.delete("warm-1")
+    none = CodeClient(stacks.get("code-no-pool", {"PADDOCK_POOL_SIZE": "0"}))
+    assert none.request("GET", "/v2/code/info").env["data"]["prewarmed"] == 0
 
 
 # --- /v1/nodejs ----------------------------------------------------------------------------
