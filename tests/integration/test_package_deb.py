@@ -2,7 +2,8 @@
 """The Debian package end to end: build it (make deb), check it with lintian, install it
 with dpkg -i, start the installed programs with the installed configuration (directly:
 there may be no systemd here), create/exec/destroy over HTTPS through nginx running the
-installed site and snippet, then dpkg --purge and check that nothing is left behind.
+installed site and snippet, restart the daemon around a reinstall (an upgrade) and find
+the session still there, then dpkg --purge and check that nothing is left behind.
 
 PADDOCK_DEB=/path/to/paddock_*.deb skips the build and tests that file.
 """
@@ -292,6 +293,30 @@ def test_deb_install_serve_purge():
         ctl = subprocess.run(["/usr/sbin/paddockctl", "list"], capture_output=True, text=True,
                              timeout=30)
         assert ctl.returncode == 0 and sid in ctl.stdout, ctl.stdout + ctl.stderr
+
+        # An upgrade: the daemon is stopped (as systemd's restart does, signalling only it),
+        # the package is installed again over itself, the daemon starts again. The
+        # installed configuration keeps sessions across it: same session, same state.
+        r = http.post(f"{base}/sessions/{sid}/exec", timeout=60,
+                      json={"tool": "bash_code_execution",
+                            "input": {"command": "echo kept > kept.txt"}})
+        assert r.status_code == 200, r.text
+        sd.send_signal(signal.SIGTERM)
+        sd.wait(30)
+        assert sd.returncode in (0, -signal.SIGTERM), procs.logs()
+        procs.procs = [(n, p) for n, p in procs.procs if p is not sd]
+        r = subprocess.run(["dpkg", "-i", deb], capture_output=True, text=True, env=env, timeout=120)
+        assert r.returncode == 0, f"dpkg -i (upgrade) failed:\n{r.stdout}\n{r.stderr}"
+        sd = procs.start("paddock-sessiond", ["/usr/sbin/paddock-sessiond", "--config", CONF], clean)
+        ps.wait_for(lambda: sd.poll() is not None or ps._connectable(ps.socket.AF_UNIX, sock), 60,
+                    "sessiond's socket after the upgrade")
+        assert sd.poll() is None, procs.logs()
+        r = ps.wait_for(lambda: (lambda x: x if x.status_code != 503 else None)(http.post(
+            f"{base}/sessions/{sid}/exec", timeout=60,
+            json={"tool": "bash_code_execution", "input": {"command": "cat kept.txt"}})), 30,
+            "the session to answer after the restart")
+        assert r.status_code == 200, r.text + procs.logs()
+        assert ps.check_exec_body(r.json(), "bash_code_execution").stdout == "kept\n"
 
         r = http.delete(f"{base}/sessions/{sid}", timeout=60)
         assert r.status_code == 204
