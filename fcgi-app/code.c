@@ -690,7 +690,8 @@ static int run_cell(ReqCtx *rq, const struct exec_req *x, const char *sid, SdRep
 	if (!req || json_set(req, "tool", json_object_new_string(lang_info[x->lang].tool)) < 0 ||
 	    json_set(req, "code", json_object_new_string_len(x->code, (int)x->code_len)) < 0 ||
 	    json_set(req, "timeout_ms", json_object_new_int64(x->timeout * 1000)) < 0 ||
-	    json_set(req, "mode", json_object_new_string("cell")) < 0) {
+	    json_set(req, "mode", json_object_new_string("cell")) < 0 ||
+	    (x->cwd && json_set(req, "cwd", json_object_new_string(x->cwd)) < 0)) {
 		code_fail(rq, 500, "out of memory");
 		return -1;
 	}

@@ -12,9 +12,6 @@
 #include "json_in.h"
 #include "json_out.h"
 
-/* The daemon's own sentence on a timed-out run; the plane words it its own way. */
-#define SD_TIMEOUT_PREFIX "execution timed out after "
-
 /* A growable byte string (NUL bytes allowed), NUL-terminated for convenience. */
 struct text {
 	char *s;    /* owned */
@@ -49,22 +46,6 @@ static size_t utf8_head(const char *s, size_t len, size_t max_chars, size_t *cha
 	}
 	*chars = n;
 	return i;
-}
-
-/* The length of s without a last line the daemon added about a timeout. */
-static size_t without_daemon_timeout_note(const char *s, size_t len)
-{
-	size_t end = len, start;
-
-	if (end > 0 && s[end - 1] == '\n')
-		end--;
-	start = end;
-	while (start > 0 && s[start - 1] != '\n')
-		start--;
-	if (end - start >= strlen(SD_TIMEOUT_PREFIX) &&
-	    memcmp(s + start, SD_TIMEOUT_PREFIX, strlen(SD_TIMEOUT_PREFIX)) == 0)
-		return start;
-	return len;
 }
 
 /* The last non-empty line of s, copied into buf. */
@@ -228,8 +209,7 @@ static void exec_view_read(json_object *rep, struct exec_view *v)
 static int add_streams(const PaddockConfig *cfg, const struct exec_view *v, CellOutcome *o)
 {
 	size_t budget = (size_t)cfg->code_output_max_chars, n_out, n_err;
-	size_t err_len =
-		v->timed_out ? without_daemon_timeout_note(v->err, v->err_len) : v->err_len;
+	size_t err_len = v->err_len; /* in cell mode the daemon keeps its notes out of stderr */
 	size_t keep_out = utf8_head(v->out, v->out_len, budget, &n_out);
 	size_t keep_err = utf8_head(v->err, err_len, budget - n_out, &n_err);
 	struct text out = { 0 }, err = { 0 };

@@ -615,7 +615,8 @@ static void op_exec(Manager *m, Conn *c, Session *s, json_object *req)
 	/* A kernel-tier session serves Python through the IPython harness. */
 	if (kind == INTERP_PYTHON && s->kernel)
 		kind = INTERP_KERNEL;
-	run_start(s, c, kind, code, mode && strcmp(mode, "cell") == 0, (uint64_t)timeout_ms);
+	run_start(s, c, kind, code, req_string(req, "cwd"), mode && strcmp(mode, "cell") == 0,
+		  (uint64_t)timeout_ms);
 }
 
 static void op_destroy(Manager *m, Conn *c, json_object *req, const char *tenant)

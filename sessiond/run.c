@@ -21,6 +21,7 @@
 #define READS_PER_EVENT 16	/* bound one stream's share of a loop iteration */
 #define REPLY_LINE_MAX (64u << 20)
 #define RC_TIMEOUT 124
+#define START_TIMEOUT_MS 60000 /* an interpreter that has not started by then is killed */
 
 /* ---- output buffers ---- */
 
@@ -225,6 +226,7 @@ static void run_free(Run *run)
 	loop_remove(run->s->m->loop, run->timer);
 	json_object_put(run->reply);
 	free(run->code);
+	free(run->cwd);
 	free(run->note);
 	free(run);
 }
@@ -320,8 +322,11 @@ static void run_finish(Run *run)
 	if (oom && !run->timed_out)
 		run_note(run, "killed: the sandbox ran out of memory (limit %lld bytes)",
 			 (long long)m->cfg->memory_max_bytes);
-	if (run->note)
+	/* Otari reports what happened in stderr; the code plane words it in its own outputs. */
+	if (run->note && !run->cell)
 		err = append_line(err, &err_len, run->note);
+	if (run->note)
+		json_object_object_add(o, "note", json_object_new_string(run->note));
 	if (run->timed_out)
 		run->return_code = RC_TIMEOUT;
 	json_object_object_add(o, "stdout", json_object_new_string_len(out ?: "", (int)out_len));
@@ -500,6 +505,8 @@ static int encode_request(const Run *run, uint64_t id, char **buf, size_t *len)
 		json_object_object_add(o, "id", json_object_new_int64((int64_t)id));
 		json_object_object_add(o, "code", json_object_new_string(run->code));
 		json_object_object_add(o, "mode", json_object_new_string(run->cell ? "cell" : "otari"));
+		if (run->cwd)
+			json_object_object_add(o, "cwd", json_object_new_string(run->cwd));
 		txt = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN, &n);
 		*buf = malloc(n + 1);
 		if (*buf) {
@@ -573,7 +580,8 @@ static uint64_t reply_id(const Interp *ip, const char *line)
 	}
 }
 
-/* A no-op request after re-adoption: its reply proves the interpreter is idle. */
+/* A no-op request: its reply proves the interpreter is up and idle (after a start, it has
+ * finished its imports; after a re-adoption, no older request is still running). */
 static void interp_probe(Interp *ip)
 {
 	char buf[64];
@@ -583,7 +591,7 @@ static void interp_probe(Interp *ip)
 	if (ip->kind == INTERP_BASH)
 		n = snprintf(buf, sizeof(buf), "%llu\n:", (unsigned long long)ip->expect_id) + 1;
 	else
-		n = snprintf(buf, sizeof(buf), "{\"id\":%llu,\"code\":\"pass\",\"mode\":\"otari\"}\n",
+		n = snprintf(buf, sizeof(buf), "{\"id\":%llu,\"code\":\"\",\"mode\":\"cell\"}\n",
 			     (unsigned long long)ip->expect_id);
 	ip->wbuf = malloc((size_t)n);
 	if (!ip->wbuf)
@@ -711,7 +719,6 @@ static void on_spawned(Session *s, const struct init_msg *msg, int *fds, size_t 
 {
 	Manager *m = s->m;
 	Interp *ip;
-	Run *run = s->run;
 
 	if (msg->tag >= INTERP_KIND_COUNT || nfds != 4 ||
 	    !(s->interps[msg->tag].state == INTERP_STARTING ||
@@ -738,12 +745,8 @@ static void on_spawned(Session *s, const struct init_msg *msg, int *fds, size_t 
 	}
 	ip->state = INTERP_READY;
 	log_debug("SESSION_ID=%s %s started, pid %d", s->id, interp_kind_name(ip->kind), ip->host_pid);
-	if (s->adopting) {
-		interp_probe(ip);
-		return;
-	}
-	if (run && run->kind == ip->kind && run->phase == RUN_STARTING)
-		run_send(run);
+	/* The run waits for the probe's answer, so the deadline excludes start-up. */
+	interp_probe(ip);
 }
 
 static int exit_code(int status)
@@ -907,13 +910,15 @@ void session_on_init_event(Loop *l, int fd, uint32_t events, void *data)
 
 /* ---- entry points ---- */
 
-void run_start(Session *s, Conn *c, enum interp_kind kind, const char *code, bool cell,
-	       uint64_t timeout_ms)
+void run_start(Session *s, Conn *c, enum interp_kind kind, const char *code, const char *cwd,
+	       bool cell, uint64_t timeout_ms)
 {
 	Run *run = calloc(1, sizeof(*run));
 	Interp *ip = &s->interps[kind];
 
-	if (!run || !(run->code = strdup(code))) {
+	if (!run || !(run->code = strdup(code)) || (cwd && !(run->cwd = strdup(cwd)))) {
+		if (run)
+			free(run->code);
 		free(run);
 		conn_reply(c, reply_error("internal", "out of memory"), NULL, 0);
 		return;
@@ -943,8 +948,10 @@ void run_start(Session *s, Conn *c, enum interp_kind kind, const char *code, boo
 		run_finish(run);
 		return;
 	}
-	/* Starting counts against the deadline too, so a stuck start cannot hang the call. */
-	if (loop_add_timer(s->m->loop, timeout_ms, on_deadline, run, &run->timer) < 0) {
+	/* Start-up has its own bound, so a slow first import does not eat the caller's time,
+	 * and a stuck start cannot hang the call; the deadline starts when the code is sent. */
+	if (loop_add_timer(s->m->loop, timeout_ms > START_TIMEOUT_MS ? timeout_ms : START_TIMEOUT_MS,
+			   on_deadline, run, &run->timer) < 0) {
 		run_note(run, "internal error: no timer");
 		run->return_code = 1;
 		run_finish(run);

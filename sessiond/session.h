@@ -82,6 +82,7 @@ struct Run {
 	enum interp_kind kind;
 	enum run_phase phase;
 	char *code;		/* what to run */
+	char *cwd;		/* cell mode: where the interpreter starts, or NULL */
 	bool cell;		/* notebook mode: result and error objects (code plane) */
 	uint64_t timeout_ms;
 	uint64_t start_ms;	/* monotonic, for execution_time_ms */
@@ -200,8 +201,8 @@ void op_sessions(Manager *m, Conn *c, json_object *req, const char *tenant);
 void op_admin(Manager *m, Conn *c, const char *op, json_object *req);
 
 /* run.c */
-void run_start(Session *s, Conn *c, enum interp_kind kind, const char *code, bool cell,
-	       uint64_t timeout_ms);
+void run_start(Session *s, Conn *c, enum interp_kind kind, const char *code, const char *cwd,
+	       bool cell, uint64_t timeout_ms);
 void run_abort(Session *s, const char *why);
 void run_retry_start(Run *run);
 int session_start_interp(Session *s, enum interp_kind kind);
