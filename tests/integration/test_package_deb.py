@@ -335,8 +335,14 @@ def test_deb_install_serve_purge():
         after = snapshot()
         for k in before:
             assert after[k] == before[k], f"{k} changed: {before[k]!r} -> {after[k]!r}"
-        left = [pid for pid in ps._all_pids() if ps._cmdline(pid).startswith(
-            ("/usr/sbin/paddock", "/usr/libexec/paddock"))]
+        def exe(pid):
+            try:
+                return os.readlink(f"/proc/{pid}/exe")
+            except OSError:
+                return ""
+        # Sandboxes included: their init is /usr/libexec/paddock/paddock-init.
+        left = [pid for pid in ps._all_pids()
+                if exe(pid).startswith(("/usr/sbin/paddock", "/usr/libexec/paddock"))]
         assert not left, f"processes left: {[ps._describe(p) for p in left]}"
     finally:
         procs.stop()
