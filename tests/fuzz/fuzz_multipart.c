@@ -14,6 +14,12 @@
 #define MAX_PARTS 1000 /* PutFile's caps */
 #define MAX_HEADER 8192
 
+/* The caps for one input: PutFile's, or (seed's top nibble 0xe) small ones to reach them. */
+struct caps {
+	size_t parts;  /* max_parts */
+	size_t header; /* max_header_bytes */
+};
+
 /* What the callbacks saw, folded into a hash so chunking cannot change it. */
 struct story {
 	uint64_t hash; /* FNV-1a over events and data bytes */
@@ -85,15 +91,15 @@ static uint32_t next(uint32_t *x)
 }
 
 /* Feed body in chunks (seed 0: all at once), then finish; the story is in *s. */
-static int run(const char *boundary, const uint8_t *body, size_t len, uint32_t seed,
-	       struct story *s)
+static int run(const char *boundary, const struct caps *caps, const uint8_t *body, size_t len,
+	       uint32_t seed, struct story *s)
 {
 	MultipartCallbacks cb = { on_begin, on_data, on_end, s };
 	MultipartParser *p = NULL;
 	size_t off = 0;
 	int r;
 
-	r = multipart_parser_new(boundary, &cb, MAX_PARTS, MAX_HEADER, &p);
+	r = multipart_parser_new(boundary, &cb, caps->parts, caps->header, &p);
 	FUZZ_ASSERT(r == 0);
 	r = 0;
 	while (off < len) {
@@ -121,7 +127,7 @@ static int run(const char *boundary, const uint8_t *body, size_t len, uint32_t s
 	if (r == 0)
 		r = multipart_finish(p);
 	FUZZ_ASSERT(multipart_parts(p) >= s->parts);
-	FUZZ_ASSERT(multipart_parts(p) <= MAX_PARTS);
+	FUZZ_ASSERT(multipart_parts(p) <= caps->parts);
 	/* A parser in its error state keeps saying so. */
 	if (r < 0) {
 		FUZZ_ASSERT(multipart_feed(p, "x", 1) == r);
@@ -136,6 +142,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char boundary[MULTIPART_BOUNDARY_MAX + 1];
 	struct story whole = { .hash = 0xcbf29ce484222325ULL };
 	struct story chunked = { .hash = 0xcbf29ce484222325ULL };
+	struct caps caps = { MAX_PARTS, MAX_HEADER };
 	const uint8_t *nl;
 	char *ctype;
 	uint32_t seed;
@@ -164,8 +171,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	/* A callback error stops the parser the same way in both feeds. */
 	whole.fail_at = chunked.fail_at = (seed >> 28) == 0xf ? 1 + (int)(seed & 3) : 0;
-	r1 = run(boundary, data, size, 0, &whole);
-	r2 = run(boundary, data, size, seed | 1, &chunked);
+	if ((seed >> 28) == 0xe) {
+		caps.parts = 1 + (seed & 3);
+		caps.header = 1 + ((seed >> 4) & 0xff);
+	}
+	r1 = run(boundary, &caps, data, size, 0, &whole);
+	r2 = run(boundary, &caps, data, size, seed | 1, &chunked);
 	FUZZ_ASSERT(r1 == 0 || r1 == -EBADMSG || r1 == -E2BIG || r1 == -EMSGSIZE || r1 == -EPIPE ||
 		    r1 == -ENOSPC);
 	if (r1 != r2 || whole.hash != chunked.hash || whole.parts != chunked.parts)

@@ -108,6 +108,9 @@ MP = {
     "nul-in-header": (47, CT, f"--{B}\r\nContent-Disposition: form-data; name=\"a\0b\"\r\n\r\nx\r\n".encode()
                       + close()),
     "callback-fails": (0xf0000001, CT, put),
+    # seed 0xe.......: small caps (parts 1 + (seed & 3), header bytes 1 + ((seed >> 4) & 0xff))
+    "small-caps-parts": (0xe0000ff1, CT, b"".join(part(f"p{i}", b"x") for i in range(5)) + close()),
+    "small-caps-header": (0xe0000103, CT, put),
     "ct-no-boundary": (1, "multipart/form-data", b""),
     "ct-wrong-type": (1, "text/plain; boundary=x", b""),
     "ct-long-boundary": (1, "multipart/form-data; boundary=" + "b" * 201, b""),
