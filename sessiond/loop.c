@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* epoll-based event loop; timers are timerfds so they share the one wait. */
+/* epoll-based event loop; timers live in a min-heap behind one timerfd. */
 #include "loop.h"
 
 #include <errno.h>
@@ -13,8 +13,10 @@
 
 /* One watched fd or timer. Freed lazily so a callback may remove its own source. */
 struct LoopSource {
-	int fd;		    /* watched fd, or our timerfd */
-	bool is_timer;	    /* fd is a timerfd we own */
+	int fd;		    /* watched fd; -1 for timers */
+	bool is_timer;	    /* a timer in the heap */
+	uint64_t deadline;  /* timers: CLOCK_MONOTONIC nanoseconds */
+	size_t heap_idx;    /* timers: position in the heap */
 	bool dead;	    /* removed; free after this iteration */
 	loop_fd_cb fd_cb;   /* for fds */
 	loop_timer_cb t_cb; /* for timers */
@@ -26,17 +28,96 @@ struct Loop {
 	int epfd;	     /* the epoll instance */
 	bool quit;	     /* set by loop_quit */
 	LoopSource *dead;    /* removed sources awaiting free */
+	int tfd;	     /* one timerfd, armed for the earliest timer */
+	LoopSource **heap;   /* pending timers, earliest first (a binary min-heap) */
+	size_t n_heap, cap_heap;
 };
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void heap_swap(Loop *l, size_t a, size_t b)
+{
+	LoopSource *t = l->heap[a];
+
+	l->heap[a] = l->heap[b];
+	l->heap[b] = t;
+	l->heap[a]->heap_idx = a;
+	l->heap[b]->heap_idx = b;
+}
+
+static void heap_up(Loop *l, size_t i)
+{
+	while (i > 0 && l->heap[(i - 1) / 2]->deadline > l->heap[i]->deadline) {
+		heap_swap(l, i, (i - 1) / 2);
+		i = (i - 1) / 2;
+	}
+}
+
+static void heap_down(Loop *l, size_t i)
+{
+	for (;;) {
+		size_t m = i, a = 2 * i + 1, b = 2 * i + 2;
+
+		if (a < l->n_heap && l->heap[a]->deadline < l->heap[m]->deadline)
+			m = a;
+		if (b < l->n_heap && l->heap[b]->deadline < l->heap[m]->deadline)
+			m = b;
+		if (m == i)
+			return;
+		heap_swap(l, i, m);
+		i = m;
+	}
+}
+
+static void heap_remove(Loop *l, LoopSource *s)
+{
+	size_t i = s->heap_idx;
+
+	l->n_heap--;
+	if (i != l->n_heap) {
+		l->heap[i] = l->heap[l->n_heap];
+		l->heap[i]->heap_idx = i;
+		heap_down(l, i);
+		heap_up(l, i);
+	}
+}
+
+/* Point the timerfd at the earliest deadline, or disarm it. */
+static void timer_rearm(Loop *l)
+{
+	struct itimerspec its = { 0 };
+
+	if (l->n_heap > 0) {
+		uint64_t d = l->heap[0]->deadline;
+
+		its.it_value.tv_sec = (time_t)(d / 1000000000ull);
+		its.it_value.tv_nsec = (long)(d % 1000000000ull);
+	}
+	timerfd_settime(l->tfd, TFD_TIMER_ABSTIME, &its, NULL);
+}
 
 int loop_new(Loop **ret)
 {
 	Loop *l = calloc(1, sizeof(*l));
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
+	int r;
 
 	if (!l)
 		return -ENOMEM;
 	l->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (l->epfd < 0) {
-		int r = -errno;
+	l->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (l->epfd < 0 || l->tfd < 0 || epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->tfd, &ev) < 0) {
+		r = -errno;
+		if (l->epfd >= 0)
+			close(l->epfd);
+		if (l->tfd >= 0)
+			close(l->tfd);
 		free(l);
 		return r;
 	}
@@ -59,6 +140,10 @@ Loop *loop_free(Loop *l)
 	if (!l)
 		return NULL;
 	free_dead(l);
+	for (size_t i = 0; i < l->n_heap; i++)
+		free(l->heap[i]);
+	free(l->heap);
+	close(l->tfd);
 	close(l->epfd);
 	free(l);
 	return NULL;
@@ -102,32 +187,27 @@ int loop_modify_fd(Loop *l, LoopSource *s, uint32_t events)
 
 int loop_add_timer(Loop *l, uint64_t ms, loop_timer_cb cb, void *data, LoopSource **ret)
 {
-	struct itimerspec its = { .it_value = { .tv_sec = ms / 1000,
-						.tv_nsec = (long)(ms % 1000) * 1000000L } };
 	LoopSource *s;
-	int r;
 
-	/* A zero it_value disarms a timerfd: round up to 1 ns so 0 ms fires at once. */
-	if (ms == 0)
-		its.it_value.tv_nsec = 1;
+	if (l->n_heap == l->cap_heap) {
+		size_t cap = l->cap_heap ? l->cap_heap * 2 : 64;
+		LoopSource **grown = realloc(l->heap, cap * sizeof(*grown));
+
+		if (!grown)
+			return -ENOMEM;
+		l->heap = grown;
+		l->cap_heap = cap;
+	}
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
-	s->fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-	if (s->fd < 0) {
-		r = -errno;
-		free(s);
-		return r;
-	}
-	s->is_timer = true;
-	s->t_cb = cb;
-	s->data = data;
-	if (timerfd_settime(s->fd, 0, &its, NULL) < 0 || (r = add_source(l, s, EPOLLIN)) < 0) {
-		r = -errno;
-		close(s->fd);
-		free(s);
-		return r;
-	}
+	*s = (LoopSource){ .fd = -1, .is_timer = true, .t_cb = cb, .data = data,
+			   .deadline = mono_ns() + ms * 1000000ull };
+	s->heap_idx = l->n_heap;
+	l->heap[l->n_heap++] = s;
+	heap_up(l, s->heap_idx);
+	if (s->heap_idx == 0)
+		timer_rearm(l);
 	if (ret)
 		*ret = s;
 	return 0;
@@ -137,9 +217,15 @@ LoopSource *loop_remove(Loop *l, LoopSource *s)
 {
 	if (!s || s->dead)
 		return NULL;
-	epoll_ctl(l->epfd, EPOLL_CTL_DEL, s->fd, NULL);
-	if (s->is_timer)
-		close(s->fd);
+	if (s->is_timer) {
+		bool was_first = s->heap_idx == 0;
+
+		heap_remove(l, s);
+		if (was_first)
+			timer_rearm(l);
+	} else {
+		epoll_ctl(l->epfd, EPOLL_CTL_DEL, s->fd, NULL);
+	}
 	s->fd = -1;
 	s->dead = true;
 	s->next_dead = l->dead;
@@ -147,20 +233,30 @@ LoopSource *loop_remove(Loop *l, LoopSource *s)
 	return NULL;
 }
 
-static void dispatch(Loop *l, LoopSource *s, uint32_t events)
+/* Fire every timer that is due; each is gone before its callback runs. */
+static void run_timers(Loop *l)
 {
-	if (s->dead)
-		return;
-	if (s->is_timer) {
-		uint64_t n;
+	uint64_t n, now = mono_ns();
 
-		if (read(s->fd, &n, sizeof(n)) < 0 && errno == EAGAIN)
-			return;
-		/* One-shot: the source is gone before the callback runs. */
+	if (read(l->tfd, &n, sizeof(n)) < 0 && errno != EAGAIN)
+		return;
+	while (l->n_heap > 0 && l->heap[0]->deadline <= now) {
+		LoopSource *s = l->heap[0];
+
 		loop_remove(l, s);
 		s->t_cb(l, s->data);
+	}
+	timer_rearm(l);
+}
+
+static void dispatch(Loop *l, LoopSource *s, uint32_t events)
+{
+	if (!s) {
+		run_timers(l);
 		return;
 	}
+	if (s->dead)
+		return;
 	s->fd_cb(l, s->fd, events, s->data);
 }
 

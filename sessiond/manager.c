@@ -247,6 +247,7 @@ static void session_release(Session *s)
 	safe_close(s->sb.pidfd);
 	safe_close(s->sb.ctl_fd);
 	safe_close(s->ws_fd);
+	sandbox_counters_free(s->counters);
 	session_unlink(s);
 	editor_undo_free(s->undo);
 	free(s->tenant);
@@ -272,6 +273,7 @@ void session_destroy(Session *s, const char *why)
 		close(s->sb.ctl_fd);
 	if (s->ws_fd >= 0)
 		close(s->ws_fd);
+	s->counters = sandbox_counters_free(s->counters);
 	if (!s->pooled)
 		store_session_delete(m->store, s->id);
 	session_unlink(s);

@@ -270,12 +270,21 @@ static const char *run_outcome(const Run *run)
 	return run->return_code == 0 ? "ok" : "error";
 }
 
+/* The counters a run reports, from files the session keeps open. */
+static void read_counters(Session *s, SandboxUsage *u)
+{
+	*u = (SandboxUsage){ 0 };
+	if (!s->counters && sandbox_counters_open(s->m->env, s->rid, &s->counters) < 0)
+		return;
+	sandbox_counters_read(s->counters, u);
+}
+
 static json_object *usage_json(Session *s, const Run *run, bool *oom)
 {
 	SandboxUsage u = { 0 };
 	json_object *o = json_object_new_object();
 
-	sandbox_usage(s->m->env, s->rid, &u);
+	read_counters(s, &u);
 	*oom = u.oom_kills > run->usage0.oom_kills;
 	json_object_object_add(o, "cpu_ms",
 			       json_object_new_int64((int64_t)((u.cpu_ns - run->usage0.cpu_ns) /
@@ -932,7 +941,7 @@ void run_start(Session *s, Conn *c, enum interp_kind kind, const char *code, con
 	run->start_real = now_real();
 	/* File times come from the coarse clock: compare like with like. */
 	clock_gettime(CLOCK_REALTIME_COARSE, &run->start_ts);
-	sandbox_usage(s->m->env, s->rid, &run->usage0);
+	read_counters(s, &run->usage0);
 	run->phase = RUN_STARTING;
 	s->run = run;
 	s->execution_count++;

@@ -119,6 +119,7 @@ struct Session {
 	uint64_t execution_count; /* calls run so far (the code plane's cell counter) */
 	bool adopting;		/* re-adopted: init is re-sending its interpreters */
 	bool dirty;		/* activity not yet written to the store */
+	SandboxCounters *counters; /* the cgroup counters a run reports, kept open */
 	uint32_t seq;		/* last init request number */
 	Session *prev, *next;
 };

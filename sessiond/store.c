@@ -13,7 +13,9 @@
 #include "schema.h"
 
 struct Store {
-	sqlite3 *db; /* the connection; the daemon is its only writer */
+	sqlite3 *db;		  /* the connection; the daemon is its only writer */
+	sqlite3_stmt *touch;	  /* prepared once: the hot path's two statements */
+	sqlite3_stmt *exec_log;
 };
 
 static int errno_from_sqlite(int rc)
@@ -131,6 +133,8 @@ Store *store_close(Store *s)
 {
 	if (!s)
 		return NULL;
+	sqlite3_finalize(s->touch);
+	sqlite3_finalize(s->exec_log);
 	sqlite3_close_v2(s->db);
 	free(s);
 	return NULL;
@@ -184,20 +188,31 @@ int store_session_insert(Store *s, const SessionRow *row)
 	return step_done(st);
 }
 
+/* A statement prepared on first use and kept: reset and unbound for the next use. */
+static int cached(Store *s, sqlite3_stmt **slot, const char *sql)
+{
+	if (*slot) {
+		sqlite3_reset(*slot);
+		sqlite3_clear_bindings(*slot);
+		return 0;
+	}
+	return prepare(s, sql, slot);
+}
+
 int store_session_touch(Store *s, const char *id, double last_activity_at,
 			int64_t execution_count)
 {
-	_cleanup_stmt_ sqlite3_stmt *st = NULL;
-	int r = prepare(s,
-			"UPDATE sessions SET last_activity_at = ?, execution_count = ? WHERE id = ?",
-			&st);
+	int r = cached(s, &s->touch,
+		       "UPDATE sessions SET last_activity_at = ?, execution_count = ? WHERE id = ?");
 
 	if (r < 0)
 		return r;
-	sqlite3_bind_double(st, 1, last_activity_at);
-	sqlite3_bind_int64(st, 2, execution_count);
-	sqlite3_bind_text(st, 3, id, -1, SQLITE_STATIC);
-	return step_done(st);
+	sqlite3_bind_double(s->touch, 1, last_activity_at);
+	sqlite3_bind_int64(s->touch, 2, execution_count);
+	sqlite3_bind_text(s->touch, 3, id, -1, SQLITE_STATIC);
+	r = step_done(s->touch);
+	sqlite3_reset(s->touch);
+	return r;
 }
 
 int store_session_delete(Store *s, const char *id)
@@ -343,21 +358,23 @@ int store_file_path(Store *s, const char *session_id, const char *file_id, char 
 int store_exec_log(Store *s, const char *session_id, const char *tool, double started_at,
 		   int64_t duration_ms, int return_code, const char *outcome)
 {
-	_cleanup_stmt_ sqlite3_stmt *st = NULL;
-	int r = prepare(s,
-			"INSERT INTO executions (session_id, tool, started_at, duration_ms,"
-			" return_code, outcome) VALUES (?,?,?,?,?,?)",
-			&st);
+	sqlite3_stmt *st;
+	int r = cached(s, &s->exec_log,
+		       "INSERT INTO executions (session_id, tool, started_at, duration_ms,"
+		       " return_code, outcome) VALUES (?,?,?,?,?,?)");
 
 	if (r < 0)
 		return r;
+	st = s->exec_log;
 	sqlite3_bind_text(st, 1, session_id, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 2, tool, -1, SQLITE_STATIC);
 	sqlite3_bind_double(st, 3, started_at);
 	sqlite3_bind_int64(st, 4, duration_ms);
 	sqlite3_bind_int(st, 5, return_code);
 	sqlite3_bind_text(st, 6, outcome, -1, SQLITE_STATIC);
-	return step_done(st);
+	r = step_done(st);
+	sqlite3_reset(st);
+	return r;
 }
 
 int store_exec_prune(Store *s, int64_t keep)

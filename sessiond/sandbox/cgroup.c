@@ -70,32 +70,21 @@ static int cg_read(const char *dir, const char *file, char *buf, size_t len)
 	return 0;
 }
 
-static int cg_read_u64(const char *dir, const char *file, uint64_t *ret)
+/* A single-value file's number; "max" reads as UINT64_MAX. */
+static uint64_t parse_u64(const char *buf)
 {
-	char buf[64];
-	int r = cg_read(dir, file, buf, sizeof(buf));
-
-	if (r < 0)
-		return r;
-	if (strncmp(buf, "max", 3) == 0) {
-		*ret = UINT64_MAX;
-		return 0;
-	}
-	*ret = strtoull(buf, NULL, 10);
-	return 0;
+	if (strncmp(buf, "max", 3) == 0)
+		return UINT64_MAX;
+	return strtoull(buf, NULL, 10);
 }
 
 /* The value of "key N" in a flat-keyed file such as memory.events or cpu.stat. */
-static int cg_read_key(const char *dir, const char *file, const char *key, uint64_t *ret)
+static int parse_key(const char *buf, const char *key, uint64_t *ret)
 {
-	char buf[4096];
 	size_t klen = strlen(key);
-	int r = cg_read(dir, file, buf, sizeof(buf));
 
-	if (r < 0)
-		return r;
-	for (char *line = buf; *line;) {
-		char *nl = strchr(line, '\n');
+	for (const char *line = buf; *line;) {
+		const char *nl = strchr(line, '\n');
 
 		if (strncmp(line, key, klen) == 0 && line[klen] == ' ') {
 			*ret = strtoull(line + klen + 1, NULL, 10);
@@ -106,6 +95,27 @@ static int cg_read_key(const char *dir, const char *file, const char *key, uint6
 		line = nl + 1;
 	}
 	return -ENODATA;
+}
+
+static int cg_read_u64(const char *dir, const char *file, uint64_t *ret)
+{
+	char buf[64];
+	int r = cg_read(dir, file, buf, sizeof(buf));
+
+	if (r < 0)
+		return r;
+	*ret = parse_u64(buf);
+	return 0;
+}
+
+static int cg_read_key(const char *dir, const char *file, const char *key, uint64_t *ret)
+{
+	char buf[4096];
+	int r = cg_read(dir, file, buf, sizeof(buf));
+
+	if (r < 0)
+		return r;
+	return parse_key(buf, key, ret);
 }
 
 static int cgroup_dir(const CgroupHier *h, const char *id, char *buf, size_t len)
@@ -780,4 +790,91 @@ int cgroup_list_ids(const SandboxEnv *env, char ***ids, size_t *n, size_t *cap)
 			return r;
 	}
 	return 0;
+}
+
+/* Open counter files, read again with pread() at offset 0 (the kernel regenerates them). */
+struct SandboxCounters {
+	bool v2;    /* flat-keyed cpu.stat and memory.events */
+	int cpu_fd; /* cpuacct.usage or cpu.stat; -1 when not available */
+	int peak_fd; /* memory.max_usage_in_bytes or memory.peak; -1 when not available */
+	int oom_fd; /* memory.oom_control or memory.events */
+};
+
+static int open_in(const CgroupHier *h, const char *id, const char *file)
+{
+	char dir[PATH_MAX], path[PATH_MAX];
+
+	if (!h || cgroup_dir(h, id, dir, sizeof(dir)) < 0 ||
+	    snprintf(path, sizeof(path), "%s/%s", dir, file) >= (int)sizeof(path))
+		return -1;
+	return open(path, O_RDONLY | O_CLOEXEC);
+}
+
+int sandbox_counters_open(SandboxEnv *env, const char *id, SandboxCounters **ret)
+{
+	const CgroupHier *mem = hier_with(env, CG_MEMORY), *acct = hier_with(env, CG_CPUACCT);
+	SandboxCounters *c;
+
+	if (!sandbox_id_valid(id))
+		return -EINVAL;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->v2 = env->v2;
+	c->cpu_fd = open_in(acct, id, env->v2 ? "cpu.stat" : "cpuacct.usage");
+	c->peak_fd = open_in(mem, id, env->v2 ? "memory.peak" : "memory.max_usage_in_bytes");
+	c->oom_fd = open_in(mem, id, env->v2 ? "memory.events" : "memory.oom_control");
+	if (c->oom_fd < 0) {
+		int r = -errno;
+
+		sandbox_counters_free(c);
+		return r;
+	}
+	*ret = c;
+	return 0;
+}
+
+static int pread_text(int fd, char *buf, size_t len)
+{
+	ssize_t n = pread(fd, buf, len - 1, 0);
+
+	if (n < 0)
+		return -errno;
+	buf[n] = '\0';
+	return 0;
+}
+
+int sandbox_counters_read(SandboxCounters *c, SandboxUsage *u)
+{
+	char buf[1024];
+	uint64_t v;
+
+	*u = (SandboxUsage){ 0 };
+	if (c->cpu_fd >= 0 && pread_text(c->cpu_fd, buf, sizeof(buf)) == 0) {
+		if (!c->v2)
+			u->cpu_ns = parse_u64(buf);
+		else if (parse_key(buf, "usage_usec", &v) == 0)
+			u->cpu_ns = v * 1000;
+	}
+	if (c->peak_fd >= 0 && pread_text(c->peak_fd, buf, sizeof(buf)) == 0)
+		u->memory_peak = parse_u64(buf);
+	if (pread_text(c->oom_fd, buf, sizeof(buf)) < 0)
+		return -errno;
+	if (parse_key(buf, "oom_kill", &v) == 0)
+		u->oom_kills = v;
+	return 0;
+}
+
+SandboxCounters *sandbox_counters_free(SandboxCounters *c)
+{
+	if (!c)
+		return NULL;
+	if (c->cpu_fd >= 0)
+		close(c->cpu_fd);
+	if (c->peak_fd >= 0)
+		close(c->peak_fd);
+	if (c->oom_fd >= 0)
+		close(c->oom_fd);
+	free(c);
+	return NULL;
 }

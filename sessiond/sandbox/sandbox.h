@@ -80,6 +80,16 @@ void sandbox_kill(Sandbox *sb);
 int sandbox_cgroup_kill(SandboxEnv *env, const char *id, const pid_t *keep_host_pids, size_t nkeep);
 /* Remove the session's cgroup; -EBUSY while tasks remain (call again later). */
 int sandbox_cgroup_remove(SandboxEnv *env, const char *id);
+/*
+ * The counters a run reports (cpu_ns, memory_peak, oom_kills), from files kept open:
+ * reading them costs three pread()s instead of path walks in cgroupfs. Opaque; the
+ * caller owns it and frees it before the cgroup is removed.
+ */
+typedef struct SandboxCounters SandboxCounters;
+int sandbox_counters_open(SandboxEnv *env, const char *id, SandboxCounters **ret);
+int sandbox_counters_read(SandboxCounters *c, SandboxUsage *u);
+SandboxCounters *sandbox_counters_free(SandboxCounters *c);
+
 /* Read the session cgroup's counters. */
 int sandbox_usage(SandboxEnv *env, const char *id, SandboxUsage *ret);
 /* Ids of session cgroups and workspaces that exist on the host, for orphan cleanup. */
