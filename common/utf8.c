@@ -59,7 +59,7 @@ char *utf8_sanitize(const char *s, size_t len, size_t *outlen)
 {
 	static const char replacement[] = "\xef\xbf\xbd";
 	/* Each bad byte grows to 3: the worst case is 3 * len. */
-	char *out = malloc(3 * len + 1);
+	char *out = len < (SIZE_MAX - 1) / 3 ? malloc(3 * len + 1) : NULL;
 	size_t o = 0;
 
 	if (!out)

@@ -282,8 +282,6 @@ def test_unknown_transfer_coding_is_refused(stack, live):
         assert len(rs) == 1 and rs[0].status in (400, 501), (te, rs)
 
 
-@pytest.mark.xfail(strict=True, reason="nginx's own 501 is its HTML page: the config maps only "
-                   "400, 413, 414, 494, 502 and 504 to JSON")
 def test_nginx_501_is_json(stack, live):
     path = f"/sessions/{live}/exec"
     data = request_bytes("POST", path, ["Content-Type: application/json",
