@@ -11,6 +11,8 @@
 
 enum { POOL_NATIVE, POOL_KERNEL };
 
+#define POOL_PACE_MS 20 /* between builds while the pool still has sandboxes to hand out */
+
 static size_t pool_target(const Manager *m, int which)
 {
 	const PaddockConfig *c = m->cfg;
@@ -81,6 +83,7 @@ static int pool_build_one(Manager *m, int which)
 	}
 	pool_push(m, which, s);
 	m->pool_built++;
+	sandbox_cpu_background(m->env, s->rid, true);
 	r = session_start_interp(s, which == POOL_KERNEL ? INTERP_KERNEL : INTERP_PYTHON);
 	if (r < 0)
 		log_warn("pool sandbox %s: interpreter not started: %s", s->rid, strerror(-r));
@@ -115,12 +118,16 @@ static void on_pool_timer(Loop *l, void *data)
 
 void pool_schedule(Manager *m)
 {
+	/* Builds wait this long after a hand-over, so that the session just handed out gets
+	 * its first calls answered before a spawn takes the loop for a few milliseconds. */
+	uint64_t delay = m->pool_n[POOL_NATIVE] + m->pool_n[POOL_KERNEL] > 0 ? POOL_PACE_MS : 0;
+
 	if (m->pool_timer)
 		return;
 	if (m->pool_n[POOL_NATIVE] >= pool_target(m, POOL_NATIVE) &&
 	    m->pool_n[POOL_KERNEL] >= pool_target(m, POOL_KERNEL))
 		return;
-	loop_add_timer(m->loop, 0, on_pool_timer, m, &m->pool_timer);
+	loop_add_timer(m->loop, delay, on_pool_timer, m, &m->pool_timer);
 }
 
 Session *pool_take(Manager *m, bool kernel)
@@ -133,6 +140,7 @@ Session *pool_take(Manager *m, bool kernel)
 	pool_unlink(s);
 	s->id[0] = '\0';
 	m->pool_taken++;
+	sandbox_cpu_background(m->env, s->rid, false);
 	return s;
 }
 

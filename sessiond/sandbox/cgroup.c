@@ -878,3 +878,20 @@ SandboxCounters *sandbox_counters_free(SandboxCounters *c)
 	free(c);
 	return NULL;
 }
+
+int sandbox_cpu_background(SandboxEnv *env, const char *id, bool background)
+{
+	const CgroupHier *h = hier_with(env, CG_CPU);
+	char dir[PATH_MAX];
+	int r;
+
+	if (!h || !(h->ctrls & CG_CPU))
+		return 0; /* no cpu controller: nothing to weigh */
+	r = cgroup_dir(h, id, dir, sizeof(dir));
+	if (r < 0)
+		return r;
+	/* The minimum weight while waiting, the default once someone uses it. */
+	if (env->v2)
+		return cg_write(dir, "cpu.weight", background ? "1" : "100");
+	return cg_write(dir, "cpu.shares", background ? "2" : "1024");
+}

@@ -90,6 +90,10 @@ int sandbox_counters_open(SandboxEnv *env, const char *id, SandboxCounters **ret
 int sandbox_counters_read(SandboxCounters *c, SandboxUsage *u);
 SandboxCounters *sandbox_counters_free(SandboxCounters *c);
 
+/* Give the sandbox the least CPU weight (background: a warm pool's sandbox starting up
+ * must not slow live sessions down) or the default one (it was handed out). */
+int sandbox_cpu_background(SandboxEnv *env, const char *id, bool background);
+
 /* Read the session cgroup's counters. */
 int sandbox_usage(SandboxEnv *env, const char *id, SandboxUsage *ret);
 /* Ids of session cgroups and workspaces that exist on the host, for orphan cleanup. */
