@@ -108,6 +108,8 @@ int session_adopt(Manager *m, const SessionRow *row)
 	s->max_lifetime = row->max_lifetime;
 	s->plane = row->plane && !strcmp(row->plane, "code") ? PLANE_CODE : PLANE_OTARI;
 	s->kernel = row->kernel;
+	/* An endpoint bridge died with the old daemon: the next call starts a new kernel. */
+	s->endpoint = row->endpoint;
 	s->execution_count = (uint64_t)row->execution_count;
 	s->sb = (Sandbox){ .pid = row->init_pid, .pidfd = TAKE_FD(pidfd), .ctl_fd = TAKE_FD(ctl),
 			   .ctl_fd_in_init = row->init_ctl_fd };

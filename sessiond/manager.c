@@ -446,6 +446,7 @@ json_object *session_handle(const Session *s)
 	json_object_object_add(o, "plane",
 			       json_object_new_string(s->plane == PLANE_CODE ? "code" : "otari"));
 	json_object_object_add(o, "kernel", json_object_new_boolean(s->kernel));
+	json_object_object_add(o, "endpoint", json_object_new_boolean(s->endpoint));
 	json_object_object_add(o, "execution_count",
 			       json_object_new_int64((int64_t)s->execution_count));
 	json_object_object_add(o, "running", json_object_new_boolean(s->run != NULL));
@@ -465,6 +466,8 @@ static void op_create(Manager *m, Conn *c, json_object *req, const char *tenant)
 	enum session_plane plane = plane_s && !strcmp(plane_s, "code") ? PLANE_CODE : PLANE_OTARI;
 	json_object *kv;
 	bool kernel = json_object_object_get_ex(req, "kernel", &kv) && json_object_get_boolean(kv);
+	bool endpoint = json_object_object_get_ex(req, "endpoint", &kv) &&
+			json_object_get_boolean(kv);
 	int64_t idle_default = cfg->idle_timeout_default;
 	json_object *e;
 
@@ -534,6 +537,7 @@ static void op_create(Manager *m, Conn *c, json_object *req, const char *tenant)
 	}
 	s->plane = plane;
 	s->kernel = kernel;
+	s->endpoint = endpoint && cfg->jupyter_endpoint[0];
 	s->idle_timeout = clamp_hint(req, "idle_timeout_seconds", idle_default,
 				     cfg->idle_timeout_max);
 	s->max_lifetime = clamp_hint(req, "max_lifetime_seconds", cfg->lifetime_default,
@@ -550,6 +554,7 @@ static void op_create(Manager *m, Conn *c, json_object *req, const char *tenant)
 			    .image = (char *)image, .init_pid = s->sb.pid,
 			    .init_ctl_fd = s->sb.ctl_fd_in_init,
 			    .plane = plane == PLANE_CODE ? "code" : "otari", .kernel = kernel,
+			    .endpoint = s->endpoint,
 			    .rid = s->rid };
 	r = store_session_insert(m->store, &row);
 	if (r < 0) {
@@ -614,8 +619,11 @@ static void op_exec(Manager *m, Conn *c, Session *s, json_object *req)
 			   0);
 		return;
 	}
-	/* A kernel-tier session serves Python through the IPython harness. */
-	if (kind == INTERP_PYTHON && s->kernel)
+	/* A kernel-tier session serves Python through the IPython harness, an endpoint one
+	 * through the bridge to the operator's Jupyter Server. */
+	if (kind == INTERP_PYTHON && s->endpoint)
+		kind = INTERP_ENDPOINT;
+	else if (kind == INTERP_PYTHON && s->kernel)
 		kind = INTERP_KERNEL;
 	run_start(s, c, kind, code, req_string(req, "cwd"), mode && strcmp(mode, "cell") == 0,
 		  (uint64_t)timeout_ms);
@@ -799,14 +807,18 @@ static void adopt_or_clean(Manager *m)
 static int interp_argv_init(Manager *m)
 {
 	const PaddockConfig *cfg = m->cfg;
+	char endpoint_harness[4096]; /* on the host, where the host keeps lib_dir */
 	const char *const table[INTERP_KIND_COUNT][5] = {
 		[INTERP_PYTHON] = { cfg->python_bin, "-I", "-u", "/opt/paddock/harness.py" },
 		[INTERP_BASH] = { cfg->bash_bin, "--noprofile", "--norc",
 				  "/opt/paddock/harness.bash" },
 		[INTERP_NODE] = { cfg->node_bin, "/opt/paddock/harness.js" },
 		[INTERP_KERNEL] = { cfg->python_bin, "-I", "-u", "/opt/paddock/harness_kernel.py" },
+		[INTERP_ENDPOINT] = { cfg->python_bin, "-I", "-u", endpoint_harness },
 	};
 
+	snprintf(endpoint_harness, sizeof(endpoint_harness), "%s/harness_endpoint.py",
+		 cfg->lib_dir);
 	for (int k = 0; k < INTERP_KIND_COUNT; k++)
 		for (int i = 0; table[k][i]; i++)
 			if (!(m->argv[k][i] = strdup(table[k][i])))

@@ -94,6 +94,7 @@ void interp_close(Interp *ip)
 	ip->ctl_src = loop_remove(l, ip->ctl_src);
 	ip->out_src = loop_remove(l, ip->out_src);
 	ip->err_src = loop_remove(l, ip->err_src);
+	ip->pid_src = loop_remove(l, ip->pid_src);
 	ip->pidfd = safe_close(ip->pidfd);
 	ip->ctl = safe_close(ip->ctl);
 	ip->out = safe_close(ip->out);
@@ -108,6 +109,9 @@ void interp_close(Interp *ip)
 
 void interp_destroy(Interp *ip)
 {
+	/* The bridge ends its remote kernel on SIGTERM; sandboxed ones die with the sandbox. */
+	if (interp_on_host(ip->kind) && ip->state != INTERP_DEAD)
+		host_interp_stop(ip, SIGTERM);
 	interp_close(ip);
 	outbuf_clear(&ip->out_buf);
 	outbuf_clear(&ip->err_buf);
@@ -172,6 +176,9 @@ static int interp_spawn(Session *s, enum interp_kind kind)
 	};
 	char *const *argv = s->m->argv[kind];
 	struct init_msg msg = { .op = INIT_SPAWN, .tag = (uint32_t)kind };
+
+	if (interp_on_host(kind))
+		return host_interp_spawn(s, kind);
 	char blob[4096];
 	size_t off = 0;
 	int r;
@@ -202,6 +209,10 @@ static int kill_processes(Session *s, bool keep_interps)
 	int k, r;
 
 	keep[n++] = s->sb.pid;
+	/* Interpreters on the host are outside the cgroup: they are signalled themselves. */
+	for (k = 0; !keep_interps && k < INTERP_KIND_COUNT; k++)
+		if (interp_on_host(k) && s->interps[k].state == INTERP_READY)
+			host_interp_stop(&s->interps[k], SIGKILL);
 	for (k = 0; keep_interps && k < INTERP_KIND_COUNT; k++)
 		if (s->interps[k].state == INTERP_READY && s->interps[k].host_pid > 0)
 			keep[n++] = s->interps[k].host_pid;
@@ -256,7 +267,7 @@ static const char *timeout_text(const Run *run, char *buf, size_t len)
 
 const char *interp_kind_name(enum interp_kind k)
 {
-	static const char *const names[] = { "python", "bash", "node", "kernel" };
+	static const char *const names[] = { "python", "bash", "node", "kernel", "endpoint" };
 
 	return k < INTERP_KIND_COUNT ? names[k] : "?";
 }
@@ -724,25 +735,17 @@ static void on_interp_pipe(Loop *l, int fd, uint32_t events, void *data)
 	}
 }
 
-static void on_spawned(Session *s, const struct init_msg *msg, int *fds, size_t nfds)
+void interp_attach(Session *s, enum interp_kind kind, pid_t pid, int fds[4])
 {
 	Manager *m = s->m;
-	Interp *ip;
+	Interp *ip = &s->interps[kind];
 
-	if (msg->tag >= INTERP_KIND_COUNT || nfds != 4 ||
-	    !(s->interps[msg->tag].state == INTERP_STARTING ||
-	      (s->adopting && s->interps[msg->tag].state == INTERP_DEAD))) {
-		for (size_t i = 0; i < nfds; i++)
-			close(fds[i]);
-		return;
-	}
-	ip = &s->interps[msg->tag];
 	ip->pidfd = fds[0];
 	ip->ctl = fds[1];
 	ip->out = fds[2];
 	ip->err = fds[3];
-	ip->ns_pid = msg->pid;
-	ip->host_pid = pidfd_host_pid(ip->pidfd);
+	ip->ns_pid = pid;
+	ip->host_pid = interp_on_host(kind) ? pid : pidfd_host_pid(ip->pidfd);
 	for (int i = 1; i < 4; i++)
 		fcntl(fds[i], F_SETFL, fcntl(fds[i], F_GETFL) | O_NONBLOCK);
 	if (loop_add_fd(m->loop, ip->ctl, EPOLLIN, on_interp_ctl, ip, &ip->ctl_src) < 0 ||
@@ -758,6 +761,18 @@ static void on_spawned(Session *s, const struct init_msg *msg, int *fds, size_t 
 	interp_probe(ip);
 }
 
+static void on_spawned(Session *s, const struct init_msg *msg, int *fds, size_t nfds)
+{
+	if (msg->tag >= INTERP_KIND_COUNT || nfds != 4 ||
+	    !(s->interps[msg->tag].state == INTERP_STARTING ||
+	      (s->adopting && s->interps[msg->tag].state == INTERP_DEAD))) {
+		for (size_t i = 0; i < nfds; i++)
+			close(fds[i]);
+		return;
+	}
+	interp_attach(s, msg->tag, msg->pid, fds);
+}
+
 static int exit_code(int status)
 {
 	if (WIFEXITED(status))
@@ -769,24 +784,27 @@ static int exit_code(int status)
 
 static void on_exited(Session *s, const struct init_msg *msg)
 {
-	Interp *ip;
+	if (msg->tag < INTERP_KIND_COUNT)
+		interp_exited(s, msg->tag, msg->pid, msg->status);
+}
+
+void interp_exited(Session *s, enum interp_kind kind, pid_t pid, int status)
+{
+	Interp *ip = &s->interps[kind];
 	Run *run = s->run;
 
-	if (msg->tag >= INTERP_KIND_COUNT)
-		return;
-	ip = &s->interps[msg->tag];
-	if (ip->state == INTERP_DEAD || ip->ns_pid != msg->pid)
+	if (ip->state == INTERP_DEAD || ip->ns_pid != pid)
 		return;
 	drain_all(ip);
 	if (run && run->kind == ip->kind &&
 	    (run->phase == RUN_RUNNING || run->phase == RUN_INTERRUPTED)) {
-		run->return_code = exit_code(msg->status);
-		if (!run->timed_out && WIFSIGNALED(msg->status))
+		run->return_code = exit_code(status);
+		if (!run->timed_out && WIFSIGNALED(status))
 			run_note(run, "the interpreter was killed by signal %d; a new one starts "
-				      "with the next call", WTERMSIG(msg->status));
+				      "with the next call", WTERMSIG(status));
 		else if (!run->timed_out)
 			run_note(run, "the interpreter exited with status %d; a new one starts "
-				      "with the next call", WEXITSTATUS(msg->status));
+				      "with the next call", WEXITSTATUS(status));
 		run->lost_state = true;
 		interp_close(ip);
 		run_complete(run);
@@ -794,7 +812,7 @@ static void on_exited(Session *s, const struct init_msg *msg)
 	}
 	if (run && run->kind == ip->kind && run->phase == RUN_STARTING) {
 		interp_close(ip);
-		run_note(run, "the interpreter could not start (status %d)", msg->status);
+		run_note(run, "the interpreter could not start (status %d)", status);
 		run->return_code = 1;
 		run_finish(run);
 		return;

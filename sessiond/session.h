@@ -24,6 +24,7 @@ enum interp_kind {
 	INTERP_BASH,	/* a persistent bash */
 	INTERP_NODE,	/* the node harness (vm context) */
 	INTERP_KERNEL,	/* Python with IPython semantics (the kernel tier) */
+	INTERP_ENDPOINT, /* Python on an external Jupyter Server, through a bridge on the host */
 	INTERP_KIND_COUNT
 };
 
@@ -63,6 +64,7 @@ typedef struct Interp {
 	size_t wlen, woff;
 	OutBuf out_buf, err_buf; /* the current run's output */
 	uint64_t expect_id;	 /* id of the request whose reply we wait for; 0: none */
+	LoopSource *pid_src;	 /* host-side interpreters: their pidfd, readable at exit */
 	bool probing;		 /* re-adopted: waiting for a no-op to know it is idle */
 } Interp;
 
@@ -116,6 +118,7 @@ struct Session {
 	Run *run;		/* the execution in flight, or NULL */
 	enum session_plane plane;
 	bool kernel;		/* Python is served by the kernel tier */
+	bool endpoint;		/* Python is served by the external Jupyter Server */
 	uint64_t execution_count; /* calls run so far (the code plane's cell counter) */
 	bool adopting;		/* re-adopted: init is re-sending its interpreters */
 	bool dirty;		/* activity not yet written to the store */
@@ -207,6 +210,13 @@ void run_start(Session *s, Conn *c, enum interp_kind kind, const char *code, con
 void run_abort(Session *s, const char *why);
 void run_retry_start(Run *run);
 int session_start_interp(Session *s, enum interp_kind kind);
+void interp_attach(Session *s, enum interp_kind kind, pid_t pid, int fds[4]);
+void interp_exited(Session *s, enum interp_kind kind, pid_t pid, int status);
+
+/* hostinterp.c: interpreters that run outside the sandbox (the endpoint bridge) */
+bool interp_on_host(enum interp_kind kind);
+int host_interp_spawn(Session *s, enum interp_kind kind);
+void host_interp_stop(Interp *ip, int sig);
 int session_send_init(Session *s, struct init_msg *msg, const char *blob, size_t bloblen);
 void run_conn_closed(Manager *m, Conn *c);
 const char *interp_kind_name(enum interp_kind k);

@@ -166,7 +166,7 @@ int store_session_insert(Store *s, const SessionRow *row)
 	int r = prepare(s,
 			"INSERT INTO sessions (id, tenant, uid, created_at, last_activity_at,"
 			" idle_timeout, max_lifetime, image, init_pid, init_ctl_fd, plane, kernel,"
-			" execution_count, rid) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+			" execution_count, rid, endpoint) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
 			&st);
 
 	if (r < 0)
@@ -185,6 +185,7 @@ int store_session_insert(Store *s, const SessionRow *row)
 	sqlite3_bind_int(st, 12, row->kernel);
 	sqlite3_bind_int64(st, 13, row->execution_count);
 	bind_text_or_null(st, 14, row->rid);
+	sqlite3_bind_int(st, 15, row->endpoint);
 	return step_done(st);
 }
 
@@ -255,7 +256,7 @@ int store_sessions_load(Store *s, SessionRow **rows_ret, size_t *n_ret)
 	r = prepare(s,
 		    "SELECT id, tenant, uid, created_at, last_activity_at, idle_timeout,"
 		    " max_lifetime, image, init_pid, init_ctl_fd, plane, kernel, execution_count,"
-		    " rid FROM sessions",
+		    " rid, endpoint FROM sessions",
 		    &st);
 	if (r < 0)
 		return r;
@@ -282,6 +283,7 @@ int store_sessions_load(Store *s, SessionRow **rows_ret, size_t *n_ret)
 			.kernel = sqlite3_column_int(st, 11) != 0,
 			.execution_count = sqlite3_column_int64(st, 12),
 			.rid = dup_col(st, 13),
+			.endpoint = sqlite3_column_int(st, 14) != 0,
 		};
 		n++;
 	}

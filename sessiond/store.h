@@ -23,6 +23,7 @@ typedef struct SessionRow {
 	char *plane;  /* "otari" or "code"; NULL reads as "otari" */
 	char *rid;    /* name of its cgroup and workspace; NULL reads as id */
 	bool kernel;
+	bool endpoint; /* Python runs on the external Jupyter Server */
 	int64_t execution_count;
 } SessionRow;
 
