@@ -123,7 +123,9 @@ def test_mixed_load_leaves_nothing_behind(stacks):
     while not settled():
         assert time.monotonic() < deadline, daemon_stats(stack)
         time.sleep(0.1)
-    assert (fd_count(sessiond), fd_count(fcgi)) == fds0, "file descriptors leaked"
+    # A leak shows as growth; warm sandboxes starting or in teardown may hold a few less.
+    fds1 = (fd_count(sessiond), fd_count(fcgi))
+    assert fds1[0] <= fds0[0] and fds1[1] <= fds0[1], f"file descriptors leaked: {fds0} -> {fds1}"
     assert not ps.cgroups_matching(sorted(stack.session_ids)), "session cgroups left"
     ws = os.listdir(os.path.join(stack.state_dir, "workspaces"))
     assert len(ws) == 4, f"workspaces left beyond the pool: {ws[:10]}"
