@@ -284,6 +284,11 @@ static int check_relations(PaddockConfig *c, char *err, size_t errlen)
 			 c->code_backend);
 		return -EINVAL;
 	}
+	if (strcmp(c->log_target, "stderr") && strcmp(c->log_target, "journal") &&
+	    strcmp(c->log_target, "syslog")) {
+		snprintf(err, errlen, "log_target: stderr, journal or syslog, got '%s'", c->log_target);
+		return -EINVAL;
+	}
 	if (c->node_name[0] == '\0') {
 		char host[256] = "node";
 

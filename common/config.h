@@ -14,7 +14,7 @@ typedef struct PaddockConfig {
 	char *lib_dir;	   /* paddock-init and the harnesses */
 	char *node_name;   /* prefix of session ids, for routing across nodes */
 	char *log_level;   /* err, warn, info, debug */
-	char *log_target;  /* stderr or syslog */
+	char *log_target;  /* stderr, journal or syslog */
 
 	/* who may talk to sessiond: peers with uid 0, this user's uid, or this group */
 	char *worker_user;
