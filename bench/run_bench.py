@@ -770,6 +770,66 @@ class Bench:
 
     # -- row 6: callgrind
 
+    def row_code_tiers(self):
+        import code_tiers as ct
+        import paddock_stack as ps
+        a = self.args
+        self.section(f"7. code plane per tier: one-off 1+1 cold and warm, 1+1 in a session "
+                     f"({a.code_n} each), against a plain ipykernel via jupyter_client")
+        tiers = [("python", "native", {"AIO_CODE_BACKEND": "native"}, "AIO_CODE_PREWARM"),
+                 ("python", "kernel", {"AIO_CODE_BACKEND": "kernel"}, "AIO_KERNEL_PREWARM"),
+                 ("javascript", "node", {}, None)]
+        starts, execs = ct.plain_ipykernel(max(3, a.code_n // 5), a.code_n)
+        ks, ke = ct.summary_ms(starts), ct.summary_ms(execs)
+        self.add_row(row="7", what="plain ipykernel: start to first 1+1", unit="ms", n=ks["n"],
+                     median=ks["median"], p99=ks["p99"], note="jupyter_client, no sandbox")
+        self.add_row(row="7", what="plain ipykernel: 1+1", unit="ms", n=ke["n"],
+                     median=ke["median"], p99=ke["p99"])
+        for lang, tier, env, prewarm in tiers:
+            base = {"PADDOCK_LOG_LEVEL": "info", "PADDOCK_POOL_SIZE": "0"}
+            base.update(env)
+            cold_stack = ps.Stack(name=f"bench-{tier}-cold", env=base).start()
+            try:
+                cold = ct.summary_ms(ct.one_offs(cold_stack.port, lang, max(3, a.code_n // 5)))
+                ex = ct.summary_ms(ct.in_session(cold_stack.port, lang, a.code_n))
+            finally:
+                for p in cold_stack.stop():
+                    self.stop_problems.append(f"{tier} stack: {p}")
+            warm = None
+            if prewarm:
+                wenv = dict(base)
+                wenv[prewarm] = "1"
+                warm_stack = ps.Stack(name=f"bench-{tier}-warm", env=wenv).start()
+                try:
+                    key = "pool_kernel_ready" if tier == "kernel" else "pool_ready"
+
+                    def settle(st=warm_stack, key=key):
+                        deadline = time.monotonic() + 120
+                        while self.stats(st).get(key, 0) < 1:
+                            assert time.monotonic() < deadline, "the pool did not refill"
+                            time.sleep(0.01)
+                        time.sleep(0.3)  # let the warm interpreter finish importing
+                    warm = ct.summary_ms(ct.one_offs(warm_stack.port, lang,
+                                                     max(3, a.code_n // 5), settle))
+                finally:
+                    for p in warm_stack.stop():
+                        self.stop_problems.append(f"{tier} warm stack: {p}")
+            self.add_row(row="7", what=f"{tier}: one-off 1+1, cold", unit="ms", n=cold["n"],
+                         median=cold["median"], p99=cold["p99"],
+                         peer="plain ipykernel start", peer_median=ks["median"],
+                         ratio_median=cold["median"] / ks["median"])
+            if warm:
+                self.add_row(row="7", what=f"{tier}: one-off 1+1, warm pool", unit="ms",
+                             n=warm["n"], median=warm["median"], p99=warm["p99"],
+                             peer="plain ipykernel start", peer_median=ks["median"],
+                             ratio_median=warm["median"] / ks["median"])
+            self.add_row(row="7", what=f"{tier}: 1+1 in a session", unit="ms", n=ex["n"],
+                         median=ex["median"], p99=ex["p99"], peer="plain ipykernel 1+1",
+                         peer_median=ke["median"], peer_p99=ke["p99"],
+                         ratio_median=ex["median"] / ke["median"],
+                         ratio_p99=ex["p99"] / ke["p99"],
+                         target="kernel tier median <= 1.5x" if tier == "kernel" else None)
+
     def row_callgrind(self):
         a = self.args
         self.section("6. callgrind: instructions per print(1) exec inside sessiond")
@@ -940,7 +1000,8 @@ def main():
     ap.add_argument("--bench-bin", help="where pdload, fcgi_fixed, vg_shim.so are (default BUILD/bench)")
     ap.add_argument("--out-dir", default=os.path.join(HERE, "results"))
     ap.add_argument("--name", help="results file name (default <date>_<kernel>)")
-    ap.add_argument("--rows", default="1,2,3,4,5,6", help="comma-separated rows to run")
+    ap.add_argument("--rows", default="1,2,3,4,5,6,7", help="comma-separated rows to run")
+    ap.add_argument("--code-n", type=int, default=50, help="row 7: runs per measurement")
     ap.add_argument("-n", type=int, default=2000, help="row 1: requests per measurement per round")
     ap.add_argument("--seconds", type=float, default=10, help="row 1: time bound per measurement")
     ap.add_argument("--rounds", type=int, default=3, help="row 1: interleaved rounds")
@@ -970,7 +1031,8 @@ def main():
     try:
         bench.start()
         for key, fn in (("1", bench.row_latency), ("2", bench.row_create), ("3", bench.row_throughput),
-                        ("4", bench.row_density), ("5", bench.row_files), ("6", bench.row_callgrind)):
+                        ("4", bench.row_density), ("5", bench.row_files), ("6", bench.row_callgrind),
+                        ("7", bench.row_code_tiers)):
             if key in rows:
                 fn()
     finally:
