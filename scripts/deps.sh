@@ -12,6 +12,8 @@ packages=(
 	nginx-light python3 bash nodejs
 	# the code plane's kernel tier: IPython in the sandbox, inline figures, DataFrames
 	python3-ipython python3-ipykernel python3-matplotlib python3-pandas
+	# the endpoint tier: the bridge's websocket client; the test's Jupyter Server
+	python3-websocket python3-jupyter-server
 	# tests, benches and the README walk-through
 	python3-pytest python3-requests python3-jsonschema python3-yaml curl procps
 	# make bench: load generator, plots, instruction counts
