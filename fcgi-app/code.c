@@ -430,7 +430,8 @@ static int need_runtime(ReqCtx *rq, const struct exec_req *x, bool *kernel)
 
 	*kernel = false;
 	if (x->surf == SURF_JUPYTER) {
-		if (!rt->kernel_ok) {
+		/* The endpoint's kernels are Jupyter kernels too: the route runs there. */
+		if (!rt->kernel_ok && !rt->endpoint_ok) {
 			code_fail(rq, 501, "No Jupyter kernel is available here: %s",
 				  rt->kernel_missing);
 			return -1;
@@ -488,12 +489,15 @@ struct target {
 static int create_session(ReqCtx *rq, const char *want, bool kernel, struct target *t)
 {
 	_cleanup_json_ json_object *req = code_sd_request(rq, "create", want);
+	const CodeRuntimes *rt = code_runtimes(rq->app->cfg);
 	SdReply rep;
 	const char *id;
 	int r;
 
+	/* endpoint: the session's Python goes to the Jupyter Server (its JavaScript does not). */
 	if (!req || json_set(req, "plane", json_object_new_string("code")) < 0 ||
-	    json_set(req, "kernel", json_object_new_boolean(kernel)) < 0) {
+	    json_set(req, "kernel", json_object_new_boolean(kernel)) < 0 ||
+	    json_set(req, "endpoint", json_object_new_boolean(rt->endpoint_ok)) < 0) {
 		code_fail(rq, 500, "out of memory");
 		return -1;
 	}

@@ -23,8 +23,9 @@ extern const RouteTable code_routes;
 
 /* The layer that runs Python for the code routes. */
 enum code_tier {
-	CODE_TIER_NATIVE, /* harness.py, stdlib only */
-	CODE_TIER_KERNEL, /* harness_kernel.py, IPython in the sandbox */
+	CODE_TIER_NATIVE,   /* harness.py, stdlib only */
+	CODE_TIER_KERNEL,   /* harness_kernel.py, IPython in the sandbox */
+	CODE_TIER_ENDPOINT, /* harness_endpoint.py, a bridge to jupyter_endpoint's kernels */
 };
 
 /* The probe's findings, computed once per worker process and read-only afterwards. */
@@ -37,12 +38,13 @@ typedef struct CodeRuntimes {
 	char ipython_version[32]; /* IPython.__version__ */
 	bool ipykernel_ok;	  /* python_bin can import ipykernel too */
 	bool kernel_ok;		  /* the kernel tier can serve (IPython, not pinned native) */
+	bool endpoint_ok;	  /* jupyter_endpoint answered the probe and serves Python */
 	bool python_serves;	  /* Python runs on the tier in effect */
 	enum code_tier tier;	  /* the Python tier in effect */
 	char python_missing[512]; /* why Python cannot run, "" when it can */
 	char node_missing[512];	  /* why JavaScript cannot run, "" when it can */
 	char kernel_missing[512]; /* why there is no kernel tier, "" when there is */
-	char warnings[3][256];	  /* settings we cannot honour, "" when unused */
+	char warnings[3][384];	  /* settings we cannot honour, "" when unused */
 } CodeRuntimes;
 
 /* Start the probe in the background so the first request rarely waits for it. */
@@ -51,7 +53,7 @@ void code_probe_start(const PaddockConfig *cfg);
 /* The probe's result; runs it first when it has not run yet (thread-safe). */
 const CodeRuntimes *code_runtimes(const PaddockConfig *cfg);
 
-/* "native" or "kernel". */
+/* "native", "kernel" or "endpoint". */
 const char *code_tier_name(enum code_tier t);
 
 /* Handlers of GET /v1|v2/code/info and GET /v1/capabilities. */

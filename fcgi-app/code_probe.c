@@ -36,20 +36,62 @@ static const char ipython_probe[] = "import IPython\n"
 				    "except Exception:\n"
 				    "    pass\n";
 
+/*
+ * The endpoint tier's probe, run with the bridge's Python: the bridge's websocket client
+ * imports, and GET <endpoint>/api/status answers 200 with the URL's token. The URL comes in
+ * the environment (PADDOCK_JUPYTER_ENDPOINT), never on a command line; nothing printed
+ * carries the token.
+ */
+static const char endpoint_probe[] =
+	"import os, sys, urllib.error, urllib.parse, urllib.request\n"
+	"try:\n"
+	"    import websocket\n"
+	"except Exception as e:\n"
+	"    print('the bridge cannot import websocket (python3-websocket):', e)\n"
+	"    sys.exit(3)\n"
+	"try:\n"
+	"    u = urllib.parse.urlsplit(os.environ['PADDOCK_JUPYTER_ENDPOINT'])\n"
+	"    t = (urllib.parse.parse_qs(u.query).get('token') or [''])[0]\n"
+	"    host = u.hostname if ':' not in (u.hostname or '') else '[%s]' % u.hostname\n"
+	"    path = u.path.strip('/')\n"
+	"    url = '%s://%s%s/%sapi/status' % (u.scheme, host, ':%d' % u.port if u.port else '',\n"
+	"                                       path + '/' if path else '')\n"
+	"    if u.scheme not in ('http', 'https') or not u.hostname:\n"
+	"        raise ValueError('not an http(s) URL')\n"
+	"except Exception as e:\n"
+	"    print('is not a usable URL:', e)\n"
+	"    sys.exit(4)\n"
+	"h = {'Authorization': 'token ' + t} if t else {}\n"
+	"try:\n"
+	"    r = urllib.request.urlopen(urllib.request.Request(url, headers=h), timeout=3)\n"
+	"    print('ok', r.status)\n"
+	"except urllib.error.HTTPError as e:\n"
+	"    print('answered HTTP %d' % e.code)\n"
+	"    sys.exit(5)\n"
+	"except Exception as e:\n"
+	"    print('did not answer:', getattr(e, 'reason', e))\n"
+	"    sys.exit(5)\n";
+
 static CodeRuntimes runtimes;
+static char endpoint_note[384]; /* what the endpoint probe found, for the warnings */
 static const PaddockConfig *probe_cfg;
 static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t probe_cfg_lock = PTHREAD_MUTEX_INITIALIZER;
 
 const char *code_tier_name(enum code_tier t)
 {
-	return t == CODE_TIER_KERNEL ? "kernel" : "native";
+	return t == CODE_TIER_ENDPOINT ? "endpoint" : t == CODE_TIER_KERNEL ? "kernel" : "native";
 }
 
-static int spawn_with_pipe(char *const argv[], int out_fd, pid_t *pid)
+/* extra: one more "NAME=value" for the environment, or NULL. */
+static int spawn_with_pipe(char *const argv[], int out_fd, char *extra, pid_t *pid)
 {
-	static char *const env[] = { "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8",
-				     "HOME=/tmp", "MPLBACKEND=Agg", NULL };
+	char *const env[] = { "PATH=/usr/local/bin:/usr/bin:/bin",
+			      "LANG=C.UTF-8",
+			      "HOME=/tmp",
+			      "MPLBACKEND=Agg",
+			      extra,
+			      NULL };
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t at;
 	sigset_t none, dfl;
@@ -116,7 +158,7 @@ static bool read_until_eof(int fd, char *out, size_t outlen)
 }
 
 /* Run argv with a bounded wait; out gets what it printed. 0 when it exited 0, else < 0. */
-static int run_probe(char *const argv[], char *out, size_t outlen)
+static int run_probe_env(char *const argv[], char *extra_env, char *out, size_t outlen)
 {
 	_cleanup_close_ int rfd = -1, wfd = -1;
 	int pfd[2], status = 0;
@@ -129,7 +171,7 @@ static int run_probe(char *const argv[], char *out, size_t outlen)
 		return -errno;
 	rfd = pfd[0];
 	wfd = pfd[1];
-	r = spawn_with_pipe(argv, wfd, &pid);
+	r = spawn_with_pipe(argv, wfd, extra_env, &pid);
 	if (r < 0)
 		return r;
 	wfd = safe_close(wfd);
@@ -141,6 +183,11 @@ static int run_probe(char *const argv[], char *out, size_t outlen)
 	if (!done)
 		return -ETIMEDOUT;
 	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -ENOEXEC;
+}
+
+static int run_probe(char *const argv[], char *out, size_t outlen)
+{
+	return run_probe_env(argv, NULL, out, outlen);
 }
 
 /* "Python 3.11.2\n" -> "3.11.2"; "v20.1.0\n" -> "20.1.0". */
@@ -218,15 +265,69 @@ static void pick_tier(const PaddockConfig *cfg, CodeRuntimes *rt)
 	}
 }
 
+/* The endpoint URL without its query (the token), fragment or user info. */
+static void endpoint_shown(const char *url, char *out, size_t len)
+{
+	const char *auth = strstr(url, "://"), *at;
+	size_t head = auth ? (size_t)(auth + 3 - url) : 0, end;
+
+	auth = url + head;
+	end = strcspn(auth, "/?#");
+	at = memchr(auth, '@', end);
+	if (at)
+		snprintf(out, len, "%.*s%.*s", (int)head, url, (int)strcspn(at + 1, "?#"), at + 1);
+	else
+		snprintf(out, len, "%.*s", (int)(head + strcspn(auth, "?#")), url);
+}
+
+/* The top of the ladder: jupyter_endpoint, when it answers, serves Python (unless pinned). */
+static void probe_endpoint(const PaddockConfig *cfg, CodeRuntimes *rt)
+{
+	char out[PROBE_OUT_MAX], shown[128], env[4200];
+	char *const argv[] = { cfg->python_bin, "-I", "-c", (char *)endpoint_probe, NULL };
+	int r;
+
+	if (!cfg->jupyter_endpoint[0])
+		return;
+	endpoint_shown(cfg->jupyter_endpoint, shown, sizeof(shown));
+	if (strcmp(cfg->code_backend, "auto") != 0) {
+		snprintf(endpoint_note, sizeof(endpoint_note),
+			 "jupyter_endpoint (AIO_JUPYTER_ENDPOINT) is set, but code_backend "
+			 "(AIO_CODE_BACKEND) pins the %s tier; the endpoint was not tried",
+			 cfg->code_backend);
+		return;
+	}
+	if (!rt->python_ok) {
+		snprintf(endpoint_note, sizeof(endpoint_note),
+			 "jupyter_endpoint (AIO_JUPYTER_ENDPOINT) %.80s was not tried: its bridge "
+			 "runs on %.80s (python_bin), which is missing",
+			 shown, cfg->python_bin);
+		return;
+	}
+	snprintf(env, sizeof(env), "PADDOCK_JUPYTER_ENDPOINT=%s", cfg->jupyter_endpoint);
+	r = run_probe_env(argv, env, out, sizeof(out));
+	out[strcspn(out, "\r\n")] = '\0';
+	if (r == 0) {
+		rt->endpoint_ok = true;
+		rt->tier = CODE_TIER_ENDPOINT;
+		rt->python_serves = true;
+		rt->python_missing[0] = '\0';
+		log_info("code plane: the Jupyter Server at %s answered; Python runs there", shown);
+		return;
+	}
+	snprintf(endpoint_note, sizeof(endpoint_note),
+		 "jupyter_endpoint (AIO_JUPYTER_ENDPOINT) %.80s was tried (GET api/status, 3 s): "
+		 "%.80s; Python runs on the %s tier",
+		 shown, r == -ETIMEDOUT ? "the probe timed out" : out, code_tier_name(rt->tier));
+	log_warn("code plane: %s", endpoint_note);
+}
+
 static void note_warnings(const PaddockConfig *cfg, CodeRuntimes *rt)
 {
 	size_t n = 0;
 
-	if (cfg->jupyter_endpoint[0])
-		snprintf(rt->warnings[n++], sizeof(rt->warnings[0]),
-			 "jupyter_endpoint (AIO_JUPYTER_ENDPOINT) is set, but this build has no "
-			 "endpoint tier; Python runs on the %s tier",
-			 code_tier_name(rt->tier));
+	if (endpoint_note[0])
+		snprintf(rt->warnings[n++], sizeof(rt->warnings[0]), "%s", endpoint_note);
 	if (cfg->kernel_prewarm > 0 && !rt->kernel_ok)
 		snprintf(rt->warnings[n++], sizeof(rt->warnings[0]),
 			 "kernel_prewarm (AIO_KERNEL_PREWARM) is set, but there is no kernel tier "
@@ -244,6 +345,7 @@ static void probe_run(void)
 	probe_python(cfg, rt);
 	probe_node(cfg, rt);
 	pick_tier(cfg, rt);
+	probe_endpoint(cfg, rt);
 	note_warnings(cfg, rt);
 	log_info("code plane: python %s, node %s, IPython %s; Python runs on the %s tier",
 		 rt->python_ok ? rt->python_version : "missing",
@@ -355,7 +457,9 @@ static json_object *languages_list(const PaddockConfig *cfg, const CodeRuntimes 
 
 	snprintf(py_desc, sizeof(py_desc), "Python %s on the %s tier%s",
 		 rt->python_ok ? rt->python_version : "(not installed)", code_tier_name(rt->tier),
-		 rt->tier == CODE_TIER_KERNEL ? " (IPython)" : " (standard library REPL)");
+		 rt->tier == CODE_TIER_ENDPOINT ? " (kernels of the Jupyter Server)" :
+		 rt->tier == CODE_TIER_KERNEL	? " (IPython)" :
+						  " (standard library REPL)");
 	snprintf(js_desc, sizeof(js_desc), "JavaScript on Node.js %s (a persistent vm context)",
 		 rt->node_ok ? rt->node_version : "(not installed)");
 	if (!a ||
@@ -394,7 +498,7 @@ void code_info(ReqCtx *rq)
 	const PaddockConfig *cfg = rq->app->cfg;
 	const CodeRuntimes *rt = code_runtimes(cfg);
 	const char *kinds[] = { rt->python_serves ? "python" : NULL, rt->node_ok ? "nodejs" : NULL,
-				rt->kernel_ok ? "jupyter" : NULL };
+				rt->kernel_ok || rt->endpoint_ok ? "jupyter" : NULL };
 	json_object *d = json_object_new_object();
 
 	if (!d || json_set(d, "backend", json_object_new_string(code_tier_name(rt->tier))) < 0 ||
@@ -437,7 +541,7 @@ static json_object *missing_list(const CodeRuntimes *rt)
 static json_object *code_interpreter(const PaddockConfig *cfg, const CodeRuntimes *rt)
 {
 	const char *kinds[] = { rt->python_serves ? "code" : NULL, rt->node_ok ? "nodejs" : NULL,
-				rt->kernel_ok ? "jupyter" : NULL };
+				rt->kernel_ok || rt->endpoint_ok ? "jupyter" : NULL };
 	const char *warnings[ARRAY_SIZE(rt->warnings)];
 	json_object *o = json_object_new_object();
 

@@ -30,6 +30,13 @@ static bool handle_kernel(json_object *h)
 	return json_object_object_get_ex(h, "kernel", &v) && json_object_get_boolean(v);
 }
 
+static bool handle_endpoint(json_object *h)
+{
+	json_object *v;
+
+	return json_object_object_get_ex(h, "endpoint", &v) && json_object_get_boolean(v);
+}
+
 /* The v2 view of a daemon session handle. */
 static json_object *session_view(json_object *h)
 {
@@ -43,8 +50,10 @@ static json_object *session_view(json_object *h)
 	for (size_t i = 0; i < ARRAY_SIZE(copied); i++)
 		if (json_copy_field(o, h, copied[i]) < 0)
 			goto oom;
-	if (json_set(o, "backend", json_object_new_string(handle_kernel(h) ? "kernel" : "native")) <
-	    0)
+	if (json_set(o, "backend",
+		     json_object_new_string(handle_endpoint(h) ? "endpoint" :
+					    handle_kernel(h)   ? "kernel" :
+								 "native")) < 0)
 		goto oom;
 	return o;
 oom:
@@ -99,7 +108,7 @@ static int parse_create(ReqCtx *rq, json_object *body, bool jupyter, struct crea
 			  user, CODE_SANDBOX_USER);
 		return -1;
 	}
-	if (jupyter && !rt->kernel_ok) {
+	if (jupyter && !rt->kernel_ok && !rt->endpoint_ok) {
 		code_fail(rq, 501, "No Jupyter kernel is available here: %s", rt->kernel_missing);
 		return -1;
 	}
@@ -114,8 +123,11 @@ static int create(ReqCtx *rq, const struct create_req *c, json_object **handle)
 	_cleanup_json_ json_object *req = code_sd_request(rq, "create", c->session_id);
 	SdReply rep;
 
-	if (req && (json_set(req, "plane", json_object_new_string("code")) < 0 ||
-		    json_set(req, "kernel", json_object_new_boolean(c->kernel)) < 0))
+	if (req &&
+	    (json_set(req, "plane", json_object_new_string("code")) < 0 ||
+	     json_set(req, "kernel", json_object_new_boolean(c->kernel)) < 0 ||
+	     json_set(req, "endpoint",
+		      json_object_new_boolean(code_runtimes(rq->app->cfg)->endpoint_ok)) < 0))
 		json_putp(&req);
 	if (call(rq, req, SD_RETRY_ON_SEND, &rep) < 0)
 		return -1;
