@@ -65,6 +65,10 @@ INTERRUPT_WAIT = _env_seconds("PADDOCK_JUPYTER_INTERRUPT_WAIT", 1.5)  # reply af
 FRAME_TIMEOUT = 30.0   # the rest of a websocket frame once it has begun to arrive
 PING_EVERY = 20.0      # a silent websocket is pinged; no answer in as long again: gone
 DELETE_TIMEOUT = 2.0   # the kernel's deletion on the way out
+# After a failed interrupt the kernel is busy, and the server's deletion waits for it to
+# stop before killing it (seconds): the request is sent, the answer not awaited, so the
+# harness exits within sessiond's grace period; the server finishes the deletion itself.
+GIVE_UP_DELETE_TIMEOUT = 0.3
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _PID = os.getpid()
@@ -296,12 +300,12 @@ class Kernel:
             except Exception:
                 pass
 
-    def delete(self):
+    def delete(self, timeout=DELETE_TIMEOUT):
         self.drop()
         if self.id is not None:
             kid, self.id = self.id, None
             try:
-                self.ep.rest("DELETE", f"api/kernels/{kid}", timeout=DELETE_TIMEOUT)
+                self.ep.rest("DELETE", f"api/kernels/{kid}", timeout=timeout)
             except EndpointError:
                 pass
 
@@ -614,6 +618,7 @@ def main():
     signal.signal(signal.SIGINT, on_sigint)
     signal.signal(signal.SIGTERM, on_sigterm)
     status = 0
+    delete_timeout = DELETE_TIMEOUT
     try:
         try:
             endpoint = Endpoint(os.environ.get("PADDOCK_JUPYTER_ENDPOINT", ""),
@@ -646,11 +651,12 @@ def main():
     except _InterruptFailed:
         # sessiond will kill us after its grace period and start afresh: leave no kernel.
         status = 1
+        delete_timeout = GIVE_UP_DELETE_TIMEOUT
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         if kernel is not None:
-            kernel.delete()
+            kernel.delete(delete_timeout)
     os._exit(status)
 
 

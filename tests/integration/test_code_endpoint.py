@@ -135,6 +135,13 @@ def test_jupyter_route_runs_there_too(cc, server):
     d = r.env["data"]
     check_outputs(d, all_keys=True)
     assert outputs_of(d, "execute_result")[0]["data"]["text/plain"] == _where(server)
+    r = cc.request("POST", "/v1/jupyter/sessions/create", {"session_id": "ep-jupyter"})
+    assert r.status_code == 200, r.env
+    r = cc.request("POST", "/v1/jupyter/execute", {"code": WHERE, "session_id": "ep-jupyter"})
+    assert outputs_of(r.env["data"], "execute_result")[0]["data"]["text/plain"] == _where(server)
+    listed = cc.request("GET", "/v1/jupyter/sessions").env["data"]
+    assert "ep-jupyter" in str(listed)
+    assert cc.request("DELETE", "/v1/jupyter/sessions/ep-jupyter").status_code == 200
 
 
 def test_unreachable_endpoint_falls_down_the_ladder(stacks):

@@ -254,3 +254,32 @@ def test_server_dying_mid_cell_is_an_error_reply():
         srv.stop()
         for pid in srv.kernel_pids_alive(kids):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_a_cell_deaf_to_the_interrupt_ends_the_harness_and_its_kernel(server):
+    before = server.kernel_ids()
+    h = EndpointHarness(server.endpoint)
+    try:
+        h.run("")
+        mine = server.kernel_ids() - before
+        assert len(mine) == 1
+        h.send_request("import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                       "print('deaf', flush=True)\ntime.sleep(60)")
+        deadline = time.monotonic() + 20
+        seen = b""
+        while b"deaf" not in seen:
+            assert time.monotonic() < deadline, "the cell did not start"
+            try:
+                seen += os.read(h.out, 4096)
+            except BlockingIOError:
+                time.sleep(0.01)
+        t0 = time.monotonic()
+        h.interrupt()
+        # No reply: the harness gives up before sessiond's 2 s grace would kill it.
+        reply, _, _ = h.receive()
+        assert reply is None
+        assert h.wait(timeout=10) == 1
+        assert time.monotonic() - t0 < 2.0
+        assert not (server.wait_kernels(lambda now: not (now & mine)) & mine)
+    finally:
+        h.close()
