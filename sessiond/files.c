@@ -49,28 +49,40 @@ static json_object *fs_error(int r, const char *path)
 	}
 }
 
+/* Whether the previous scan reported this very version of the file: file times come from a
+ * coarse clock, so a file written at the end of one call can look new to the next. */
+static bool reported_before(const Session *s, const WsfsChange *c)
+{
+	for (size_t i = 0; i < s->n_reported; i++)
+		if (wsfs_change_same(&s->reported[i], c))
+			return true;
+	return false;
+}
+
 json_object *produced_files(Session *s, const struct timespec *since)
 {
 	json_object *arr = json_object_new_array();
-	char **paths = NULL;
+	WsfsChange *changes = NULL;
 	size_t n = 0;
 	size_t max = (size_t)s->m->cfg->produced_files_max;
 
-	if (max == 0 || wsfs_changed_since(s->ws_fd, since, max, &paths, &n) < 0)
+	if (max == 0 || wsfs_changed_since(s->ws_fd, since, max, &changes, &n) < 0)
 		return arr;
 	for (size_t i = 0; i < n; i++) {
 		char id[64];
+		json_object *f;
 
-		if (store_file_id(s->m->store, s->id, paths[i], id, sizeof(id)) == 0) {
-			json_object *f = json_object_new_object();
-
-			json_object_object_add(f, "file_id", json_object_new_string(id));
-			json_object_object_add(f, "filename", json_object_new_string(paths[i]));
-			json_object_array_add(arr, f);
-		}
-		free(paths[i]);
+		if (reported_before(s, &changes[i]) ||
+		    store_file_id(s->m->store, s->id, changes[i].path, id, sizeof(id)) < 0)
+			continue;
+		f = json_object_new_object();
+		json_object_object_add(f, "file_id", json_object_new_string(id));
+		json_object_object_add(f, "filename", json_object_new_string(changes[i].path));
+		json_object_array_add(arr, f);
 	}
-	free(paths);
+	wsfs_changes_free(s->reported, s->n_reported);
+	s->reported = changes;
+	s->n_reported = n;
 	return arr;
 }
 

@@ -20,6 +20,7 @@
 #include "cleanup.h"
 #include "log.h"
 #include "session.h"
+#include "wsfs.h"
 
 #define ZOMBIE_RETRY_MS 20
 #define ZOMBIE_MAX_TRIES 500
@@ -248,6 +249,7 @@ static void session_release(Session *s)
 	safe_close(s->sb.ctl_fd);
 	safe_close(s->ws_fd);
 	sandbox_counters_free(s->counters);
+	wsfs_changes_free(s->reported, s->n_reported);
 	session_unlink(s);
 	editor_undo_free(s->undo);
 	free(s->tenant);
@@ -274,6 +276,7 @@ void session_destroy(Session *s, const char *why)
 	if (s->ws_fd >= 0)
 		close(s->ws_fd);
 	s->counters = sandbox_counters_free(s->counters);
+	wsfs_changes_free(s->reported, s->n_reported);
 	if (!s->pooled)
 		store_session_delete(m->store, s->id);
 	session_unlink(s);

@@ -123,6 +123,8 @@ struct Session {
 	bool adopting;		/* re-adopted: init is re-sending its interpreters */
 	bool dirty;		/* activity not yet written to the store */
 	SandboxCounters *counters; /* the cgroup counters a run reports, kept open */
+	struct WsfsChange *reported; /* what the last scan for produced files saw */
+	size_t n_reported;
 	uint32_t seq;		/* last init request number */
 	Session *prev, *next;
 };

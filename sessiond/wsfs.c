@@ -539,11 +539,11 @@ int wsfs_list(int ws_fd, const char *rel, size_t max, struct json_object **ret, 
 	return 0;
 }
 
-/* Paths collected by wsfs_changed_since(). */
+/* Files collected by wsfs_changed_since(). */
 typedef struct Changed {
-	char **paths; /* owned strings */
-	size_t n;     /* used entries of paths */
-	size_t cap;   /* allocated entries of paths */
+	WsfsChange *items; /* owned, with their paths */
+	size_t n;	   /* used entries */
+	size_t cap;	   /* allocated entries */
 } Changed;
 
 static int changed_visit(Walk *w, const char *path, const struct stat *st)
@@ -551,38 +551,42 @@ static int changed_visit(Walk *w, const char *path, const struct stat *st)
 	Changed *c = w->userdata;
 	char *dup;
 
-	(void)st;
 	if (c->n == c->cap) {
 		size_t cap = c->cap ? c->cap * 2 : 16;
-		char **p = reallocarray(c->paths, cap, sizeof(*p));
+		WsfsChange *p = reallocarray(c->items, cap, sizeof(*p));
+
 		if (!p)
 			return -ENOMEM;
-		c->paths = p;
+		c->items = p;
 		c->cap = cap;
 	}
 	dup = strdup(path);
 	if (!dup)
 		return -ENOMEM;
-	c->paths[c->n++] = dup;
+	c->items[c->n++] = (WsfsChange){ .path = dup, .mtime = st->st_mtim, .size = st->st_size,
+					 .ino = st->st_ino };
 	return 0;
 }
 
-static int cmp_str(const void *a, const void *b)
+static int cmp_change(const void *a, const void *b)
 {
-	return strcmp(*(char *const *)a, *(char *const *)b);
+	return strcmp(((const WsfsChange *)a)->path, ((const WsfsChange *)b)->path);
 }
 
-static void changed_free(Changed *c)
+void wsfs_changes_free(WsfsChange *c, size_t n)
 {
-	for (size_t i = 0; i < c->n; i++)
-		free(c->paths[i]);
-	free(c->paths);
-	c->paths = NULL;
-	c->n = 0;
+	for (size_t i = 0; i < n; i++)
+		free(c[i].path);
+	free(c);
 }
 
-/* The caller owns *paths_ret and each of its strings (free each, then the array). */
-int wsfs_changed_since(int ws_fd, const struct timespec *since, size_t max, char ***paths_ret,
+bool wsfs_change_same(const WsfsChange *a, const WsfsChange *b)
+{
+	return strcmp(a->path, b->path) == 0 && a->mtime.tv_sec == b->mtime.tv_sec &&
+	       a->mtime.tv_nsec == b->mtime.tv_nsec && a->size == b->size && a->ino == b->ino;
+}
+
+int wsfs_changed_since(int ws_fd, const struct timespec *since, size_t max, WsfsChange **ret,
 		       size_t *n_ret)
 {
 	_cleanup_free_ Walk *w = calloc(1, sizeof(*w));
@@ -597,12 +601,12 @@ int wsfs_changed_since(int ws_fd, const struct timespec *since, size_t max, char
 	w->userdata = &c;
 	r = walk_start(w, ws_fd, ".");
 	if (r < 0) {
-		changed_free(&c);
+		wsfs_changes_free(c.items, c.n);
 		return r;
 	}
 	if (c.n)
-		qsort(c.paths, c.n, sizeof(*c.paths), cmp_str);
-	*paths_ret = c.paths;
+		qsort(c.items, c.n, sizeof(*c.items), cmp_change);
+	*ret = c.items;
 	*n_ret = c.n;
 	return 0;
 }

@@ -37,9 +37,21 @@ int wsfs_mkdirs(int ws_fd, const char *rel, uid_t uid, gid_t gid);
  * {path, size_bytes, modified_at, mime_type}; *truncated when max was reached. */
 int wsfs_list(int ws_fd, const char *rel, size_t max, struct json_object **ret, bool *truncated);
 
-/* Workspace-relative paths of regular files modified at or after since, at most max. */
-int wsfs_changed_since(int ws_fd, const struct timespec *since, size_t max, char ***paths_ret,
+/* A file found changed: its path and the stamp that tells one version from the next. */
+typedef struct WsfsChange {
+	char *path;		/* workspace-relative, owned */
+	struct timespec mtime;	/* modification time */
+	off_t size;
+	ino_t ino;
+} WsfsChange;
+
+/* Regular files modified at or after since, at most max, sorted by path. The caller frees
+ * them with wsfs_changes_free(). */
+int wsfs_changed_since(int ws_fd, const struct timespec *since, size_t max, WsfsChange **ret,
 		       size_t *n_ret);
+void wsfs_changes_free(WsfsChange *c, size_t n);
+/* Whether a and b are the same version of the same file. */
+bool wsfs_change_same(const WsfsChange *a, const WsfsChange *b);
 
 /* A MIME type guessed from the file name's extension ("application/octet-stream" if none). */
 const char *wsfs_guess_mime(const char *path);

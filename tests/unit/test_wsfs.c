@@ -497,13 +497,6 @@ static void test_list(void)
 	json_object_put(arr);
 }
 
-static void free_paths(char **paths, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		free(paths[i]);
-	free(paths);
-}
-
 /* Set every file's mtime far in the past. */
 static int age_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
 {
@@ -519,30 +512,44 @@ static int age_one(const char *p, const struct stat *st, int flag, struct FTW *f
 static void test_changed_since(void)
 {
 	struct timespec since;
-	char **paths = NULL;
+	WsfsChange *changes = NULL;
 	size_t n = 99;
 
 	nftw(ws, age_one, 16, FTW_PHYS);
 	clock_gettime(CLOCK_REALTIME, &since);
 	since.tv_sec -= 1; /* file systems may round timestamps down to a tick */
 
-	CHECK(wsfs_changed_since(ws_fd, &since, 100, &paths, &n) == 0);
+	CHECK(wsfs_changed_since(ws_fd, &since, 100, &changes, &n) == 0);
 	CHECK(n == 0);
-	free_paths(paths, n);
+	wsfs_changes_free(changes, n);
 
 	CHECK(commit("sub/changed.txt", "c") == 0);
 	put("made/deeper/f.txt", "rewritten");
-	CHECK(wsfs_changed_since(ws_fd, &since, 100, &paths, &n) == 0);
+	CHECK(wsfs_changed_since(ws_fd, &since, 100, &changes, &n) == 0);
 	CHECK(n == 2);
 	if (n == 2) {
-		CHECK(strcmp(paths[0], "made/deeper/f.txt") == 0);
-		CHECK(strcmp(paths[1], "sub/changed.txt") == 0);
+		CHECK(strcmp(changes[0].path, "made/deeper/f.txt") == 0);
+		CHECK(strcmp(changes[1].path, "sub/changed.txt") == 0);
+		CHECK(changes[0].size == (off_t)strlen("rewritten"));
+		CHECK(wsfs_change_same(&changes[0], &changes[0]));
+		CHECK(!wsfs_change_same(&changes[0], &changes[1]));
 	}
-	free_paths(paths, n);
+	/* Rewritten: a new version, whatever the clock says. */
+	if (n == 2) {
+		WsfsChange *again = NULL;
+		size_t m = 0;
 
-	CHECK(wsfs_changed_since(ws_fd, &since, 1, &paths, &n) == 0);
+		put("made/deeper/f.txt", "rewritten, longer");
+		CHECK(wsfs_changed_since(ws_fd, &since, 100, &again, &m) == 0);
+		CHECK(m == 2 && !wsfs_change_same(&changes[0], &again[0]));
+		CHECK(m == 2 && wsfs_change_same(&changes[1], &again[1]));
+		wsfs_changes_free(again, m);
+	}
+	wsfs_changes_free(changes, n);
+
+	CHECK(wsfs_changed_since(ws_fd, &since, 1, &changes, &n) == 0);
 	CHECK(n == 1);
-	free_paths(paths, n);
+	wsfs_changes_free(changes, n);
 }
 
 static void test_mime(void)
