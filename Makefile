@@ -27,7 +27,7 @@ build-asan:
 run: deps build
 	scripts/run.sh
 
-test: deps build build-asan
+test: deps format-check build build-asan
 	cd build && ctest $(CTEST_FLAGS)
 	# The sanitizer pass: everything that runs paddock's own binaries (the package tests
 	# build and install their own, so they run once, above).

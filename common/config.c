@@ -18,17 +18,35 @@ struct setting {
 	const char *key;   /* file key; env is PADDOCK_ + upper(key) */
 	const char *alias; /* an AIO_* variable honoured as an alias, or NULL */
 	enum kind kind;
-	size_t off;	   /* offset in PaddockConfig */
-	const char *def;   /* default, as text */
-	int64_t min, max;  /* bounds for K_INT and K_SIZE */
+	size_t off;	  /* offset in PaddockConfig */
+	const char *def;  /* default, as text */
+	int64_t min, max; /* bounds for K_INT and K_SIZE */
 };
 
-#define S(k, f, d) { k, NULL, K_STR, offsetof(PaddockConfig, f), d, 0, 0 }
-#define I(k, f, d, lo, hi) { k, NULL, K_INT, offsetof(PaddockConfig, f), d, lo, hi }
-#define IA(k, a, f, d, lo, hi) { k, a, K_INT, offsetof(PaddockConfig, f), d, lo, hi }
-#define SA(k, a, f, d) { k, a, K_STR, offsetof(PaddockConfig, f), d, 0, 0 }
-#define Z(k, f, d, lo, hi) { k, NULL, K_SIZE, offsetof(PaddockConfig, f), d, lo, hi }
-#define B(k, f, d) { k, NULL, K_BOOL, offsetof(PaddockConfig, f), d, 0, 1 }
+#define S(k, f, d)                                                                                 \
+	{                                                                                          \
+		k, NULL, K_STR, offsetof(PaddockConfig, f), d, 0, 0                                \
+	}
+#define I(k, f, d, lo, hi)                                                                         \
+	{                                                                                          \
+		k, NULL, K_INT, offsetof(PaddockConfig, f), d, lo, hi                              \
+	}
+#define IA(k, a, f, d, lo, hi)                                                                     \
+	{                                                                                          \
+		k, a, K_INT, offsetof(PaddockConfig, f), d, lo, hi                                 \
+	}
+#define SA(k, a, f, d)                                                                             \
+	{                                                                                          \
+		k, a, K_STR, offsetof(PaddockConfig, f), d, 0, 0                                   \
+	}
+#define Z(k, f, d, lo, hi)                                                                         \
+	{                                                                                          \
+		k, NULL, K_SIZE, offsetof(PaddockConfig, f), d, lo, hi                             \
+	}
+#define B(k, f, d)                                                                                 \
+	{                                                                                          \
+		k, NULL, K_BOOL, offsetof(PaddockConfig, f), d, 0, 1                               \
+	}
 
 #define KiB (1024LL)
 #define MiB (1024LL * KiB)
@@ -131,7 +149,8 @@ static int parse_int(const char *s, bool sized, int64_t *ret)
 
 static int parse_bool(const char *s, bool *ret)
 {
-	if (!strcmp(s, "1") || !strcasecmp(s, "true") || !strcasecmp(s, "yes") || !strcasecmp(s, "on"))
+	if (!strcmp(s, "1") || !strcasecmp(s, "true") || !strcasecmp(s, "yes") ||
+	    !strcasecmp(s, "on"))
 		*ret = true;
 	else if (!strcmp(s, "0") || !strcasecmp(s, "false") || !strcasecmp(s, "no") ||
 		 !strcasecmp(s, "off"))
@@ -159,7 +178,8 @@ static int apply(PaddockConfig *c, const struct setting *s, const char *value, c
 	}
 	case K_BOOL:
 		if (parse_bool(value, (bool *)field) < 0) {
-			snprintf(err, errlen, "%s: expected true or false, got '%s'", s->key, value);
+			snprintf(err, errlen, "%s: expected true or false, got '%s'", s->key,
+				 value);
 			return -EINVAL;
 		}
 		return 0;
@@ -286,7 +306,8 @@ static int check_relations(PaddockConfig *c, char *err, size_t errlen)
 	}
 	if (strcmp(c->log_target, "stderr") && strcmp(c->log_target, "journal") &&
 	    strcmp(c->log_target, "syslog")) {
-		snprintf(err, errlen, "log_target: stderr, journal or syslog, got '%s'", c->log_target);
+		snprintf(err, errlen, "log_target: stderr, journal or syslog, got '%s'",
+			 c->log_target);
 		return -EINVAL;
 	}
 	if (c->node_name[0] == '\0') {

@@ -26,29 +26,29 @@ typedef struct PaddockConfig {
 	char *node_bin;
 
 	/* fcgi worker */
-	int64_t threads;	 /* FastCGI threads */
-	int64_t max_body_bytes;	 /* JSON request bodies */
-	int64_t json_max_depth;	 /* nesting of request JSON */
-	int64_t code_max_bytes;	 /* code or command length */
-	int64_t put_max_bytes;	 /* one PutFile */
-	char *auth_tokens;	 /* comma-separated bearer tokens; empty: open */
-	char *tenant_header;	 /* header the front door sets, e.g. X-Paddock-Tenant */
-	bool require_tenant;	 /* fail closed without the tenant header */
+	int64_t threads;	/* FastCGI threads */
+	int64_t max_body_bytes; /* JSON request bodies */
+	int64_t json_max_depth; /* nesting of request JSON */
+	int64_t code_max_bytes; /* code or command length */
+	int64_t put_max_bytes;	/* one PutFile */
+	char *auth_tokens;	/* comma-separated bearer tokens; empty: open */
+	char *tenant_header;	/* header the front door sets, e.g. X-Paddock-Tenant */
+	bool require_tenant;	/* fail closed without the tenant header */
 
 	/* sessions */
-	int64_t max_sessions;	     /* all sessions, both APIs */
-	int64_t pool_size;	     /* ready sandboxes (Python started) kept for new sessions */
-	bool keep_sessions_on_exit;  /* on SIGTERM leave sessions running for the next start */
-	int64_t code_max_sessions;   /* sessions made by the code-interpreter API */
-	int64_t kernel_max_sessions; /* of those, sessions served by the kernel tier */
-	int64_t code_idle_timeout;   /* idle close of code-interpreter sessions, seconds */
-	int64_t kernel_idle_timeout; /* same for kernel-tier sessions */
-	char *code_backend;	     /* Python tier of the code plane: auto, native or kernel */
-	char *jupyter_endpoint;	     /* external Jupyter Server URL; empty: none */
-	int64_t code_prewarm;	     /* warm native interpreters kept ready */
-	int64_t kernel_prewarm;	     /* warm kernel-tier interpreters kept ready */
+	int64_t max_sessions;	       /* all sessions, both APIs */
+	int64_t pool_size;	       /* ready sandboxes (Python started) kept for new sessions */
+	bool keep_sessions_on_exit;    /* on SIGTERM leave sessions running for the next start */
+	int64_t code_max_sessions;     /* sessions made by the code-interpreter API */
+	int64_t kernel_max_sessions;   /* of those, sessions served by the kernel tier */
+	int64_t code_idle_timeout;     /* idle close of code-interpreter sessions, seconds */
+	int64_t kernel_idle_timeout;   /* same for kernel-tier sessions */
+	char *code_backend;	       /* Python tier of the code plane: auto, native or kernel */
+	char *jupyter_endpoint;	       /* external Jupyter Server URL; empty: none */
+	int64_t code_prewarm;	       /* warm native interpreters kept ready */
+	int64_t kernel_prewarm;	       /* warm kernel-tier interpreters kept ready */
 	int64_t code_output_max_chars; /* notebook output kept per cell, in characters */
-	int64_t retry_after_seconds; /* hint sent with 503 at capacity */
+	int64_t retry_after_seconds;   /* hint sent with 503 at capacity */
 	int64_t idle_timeout_default;
 	int64_t idle_timeout_max;
 	int64_t lifetime_default;
@@ -72,8 +72,8 @@ typedef struct PaddockConfig {
 	int64_t tmp_bytes;
 	int64_t nofile_max;
 	char *cgroup_root; /* where session cgroups go; empty: detect */
-	bool egress;			/* a veth with a default route in each session (docs/egress.md) */
-	char *egress_pool;		/* IPv4 CIDR the sessions' /30 links come from */
+	bool egress;	   /* a veth with a default route in each session (docs/egress.md) */
+	char *egress_pool; /* IPv4 CIDR the sessions' /30 links come from */
 	char *egress_host_iface_prefix; /* host-side veth names: prefix + link number */
 	char *egress_host_netns;	/* netns file for the host side; empty: sessiond's own */
 } PaddockConfig;

@@ -88,8 +88,8 @@ void log_write(int level, const char *fmt, ...)
 	} else {
 		struct timespec ts;
 		clock_gettime(CLOCK_REALTIME, &ts);
-		fprintf(stderr, "%lld.%03ld %s[%s]: %s\n", (long long)ts.tv_sec, ts.tv_nsec / 1000000,
-			log_ident, names[level] ? names[level] : "?", msg);
+		fprintf(stderr, "%lld.%03ld %s[%s]: %s\n", (long long)ts.tv_sec,
+			ts.tv_nsec / 1000000, log_ident, names[level] ? names[level] : "?", msg);
 	}
 	errno = saved;
 }

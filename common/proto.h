@@ -24,11 +24,11 @@ enum proto_type {
 
 /* One received frame; payload is owned by the frame. */
 typedef struct ProtoFrame {
-	uint8_t type;	    /* enum proto_type */
-	char *payload;	    /* NUL-terminated copy of the payload */
-	size_t len;	    /* payload length without the NUL */
+	uint8_t type;		/* enum proto_type */
+	char *payload;		/* NUL-terminated copy of the payload */
+	size_t len;		/* payload length without the NUL */
 	int fds[PROTO_MAX_FDS]; /* received descriptors, -1 where unused */
-	size_t nfds;	    /* how many of fds are set */
+	size_t nfds;		/* how many of fds are set */
 } ProtoFrame;
 
 void proto_header_encode(uint8_t hdr[PROTO_HEADER_SIZE], uint8_t type, uint32_t len);

@@ -22,7 +22,6 @@ static inline void json_putp(json_object **o)
 }
 #define _cleanup_json_ _cleanup_(json_putp)
 
-
 /*
  * Parse one JSON value from buf. Strict syntax; nothing but whitespace after it;
  * the raw bytes and every decoded string must be valid UTF-8; nesting of arrays

@@ -37,8 +37,8 @@ void op_stats(Manager *m, Conn *c)
 	json_object_object_add(o, "pool_ready", json_object_new_int64((int64_t)m->pool_n[0]));
 	json_object_object_add(o, "pool_kernel_ready",
 			       json_object_new_int64((int64_t)m->pool_n[1]));
-	json_object_object_add(o, "pool_target", json_object_new_int64(cfg->pool_size +
-								      cfg->code_prewarm));
+	json_object_object_add(o, "pool_target",
+			       json_object_new_int64(cfg->pool_size + cfg->code_prewarm));
 	json_object_object_add(o, "pool_built", json_object_new_int64((int64_t)m->pool_built));
 	json_object_object_add(o, "pool_taken", json_object_new_int64((int64_t)m->pool_taken));
 	json_object_object_add(lim, "memory_bytes", json_object_new_int64(cfg->memory_max_bytes));
@@ -46,8 +46,10 @@ void op_stats(Manager *m, Conn *c)
 	json_object_object_add(lim, "cpu_percent", json_object_new_int64(cfg->cpu_quota_percent));
 	json_object_object_add(lim, "workspace_bytes", json_object_new_int64(cfg->workspace_bytes));
 	json_object_object_add(lim, "tmp_bytes", json_object_new_int64(cfg->tmp_bytes));
-	json_object_object_add(lim, "exec_timeout_max", json_object_new_int64(cfg->exec_timeout_max));
-	json_object_object_add(lim, "output_max_bytes", json_object_new_int64(cfg->output_max_bytes));
+	json_object_object_add(lim, "exec_timeout_max",
+			       json_object_new_int64(cfg->exec_timeout_max));
+	json_object_object_add(lim, "output_max_bytes",
+			       json_object_new_int64(cfg->output_max_bytes));
 	json_object_object_add(o, "limits", lim);
 	conn_reply(c, o, NULL, 0);
 }
@@ -70,26 +72,32 @@ void op_metrics(Manager *m, Conn *c)
 		running += s->run != NULL;
 	fprintf(f, "# HELP paddock_sessions Live sessions.\n# TYPE paddock_sessions gauge\n");
 	fprintf(f, "paddock_sessions %zu\n", m->n_sessions);
-	fprintf(f, "# HELP paddock_sessions_running Sessions running a call now.\n"
-		   "# TYPE paddock_sessions_running gauge\npaddock_sessions_running %zu\n",
+	fprintf(f,
+		"# HELP paddock_sessions_running Sessions running a call now.\n"
+		"# TYPE paddock_sessions_running gauge\npaddock_sessions_running %zu\n",
 		running);
-	fprintf(f, "# HELP paddock_sessions_max The session cap.\n"
-		   "# TYPE paddock_sessions_max gauge\npaddock_sessions_max %lld\n",
+	fprintf(f,
+		"# HELP paddock_sessions_max The session cap.\n"
+		"# TYPE paddock_sessions_max gauge\npaddock_sessions_max %lld\n",
 		(long long)m->cfg->max_sessions);
-	fprintf(f, "# HELP paddock_sessions_created_total Sessions created.\n"
-		   "# TYPE paddock_sessions_created_total counter\n"
-		   "paddock_sessions_created_total %llu\n",
+	fprintf(f,
+		"# HELP paddock_sessions_created_total Sessions created.\n"
+		"# TYPE paddock_sessions_created_total counter\n"
+		"paddock_sessions_created_total %llu\n",
 		(unsigned long long)m->sessions_created);
-	fprintf(f, "# HELP paddock_sandboxes_tearing_down Sandboxes being removed.\n"
-		   "# TYPE paddock_sandboxes_tearing_down gauge\n"
-		   "paddock_sandboxes_tearing_down %zu\n",
+	fprintf(f,
+		"# HELP paddock_sandboxes_tearing_down Sandboxes being removed.\n"
+		"# TYPE paddock_sandboxes_tearing_down gauge\n"
+		"paddock_sandboxes_tearing_down %zu\n",
 		zombie_count(m));
-	fprintf(f, "# HELP paddock_pool_ready Warm sandboxes ready, by pool.\n"
-		   "# TYPE paddock_pool_ready gauge\n"
-		   "paddock_pool_ready{pool=\"native\"} %zu\npaddock_pool_ready{pool=\"kernel\"} %zu\n",
+	fprintf(f,
+		"# HELP paddock_pool_ready Warm sandboxes ready, by pool.\n"
+		"# TYPE paddock_pool_ready gauge\n"
+		"paddock_pool_ready{pool=\"native\"} %zu\npaddock_pool_ready{pool=\"kernel\"} %zu\n",
 		m->pool_n[0], m->pool_n[1]);
-	fprintf(f, "# HELP paddock_pool_built_total Warm sandboxes built.\n"
-		   "# TYPE paddock_pool_built_total counter\npaddock_pool_built_total %llu\n",
+	fprintf(f,
+		"# HELP paddock_pool_built_total Warm sandboxes built.\n"
+		"# TYPE paddock_pool_built_total counter\npaddock_pool_built_total %llu\n",
 		(unsigned long long)m->pool_built);
 	fprintf(f, "# HELP paddock_executions_total Calls run, by outcome.\n"
 		   "# TYPE paddock_executions_total counter\n");
@@ -182,10 +190,12 @@ void op_admin(Manager *m, Conn *c, const char *op, json_object *req)
 		json_object *v, *o = reply_ok();
 
 		/* drain: {"on": false} resumes; the reply says how many sessions remain. */
-		m->draining = !json_object_object_get_ex(req, "on", &v) || json_object_get_boolean(v);
+		m->draining =
+			!json_object_object_get_ex(req, "on", &v) || json_object_get_boolean(v);
 		log_info("draining %s", m->draining ? "on" : "off");
 		json_object_object_add(o, "draining", json_object_new_boolean(m->draining));
-		json_object_object_add(o, "sessions", json_object_new_int64((int64_t)m->n_sessions));
+		json_object_object_add(o, "sessions",
+				       json_object_new_int64((int64_t)m->n_sessions));
 		conn_reply(c, o, NULL, 0);
 	}
 }

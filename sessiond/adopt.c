@@ -111,7 +111,9 @@ int session_adopt(Manager *m, const SessionRow *row)
 	/* An endpoint bridge died with the old daemon: the next call starts a new kernel. */
 	s->endpoint = row->endpoint;
 	s->execution_count = (uint64_t)row->execution_count;
-	s->sb = (Sandbox){ .pid = row->init_pid, .pidfd = TAKE_FD(pidfd), .ctl_fd = TAKE_FD(ctl),
+	s->sb = (Sandbox){ .pid = row->init_pid,
+			   .pidfd = TAKE_FD(pidfd),
+			   .ctl_fd = TAKE_FD(ctl),
 			   .ctl_fd_in_init = row->init_ctl_fd };
 	s->ws_fd = TAKE_FD(ws);
 	s->adopting = true;

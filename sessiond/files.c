@@ -30,19 +30,14 @@ static json_object *fs_error(int r, const char *path)
 	case -EACCES:
 		return reply_error("forbidden", "path is outside the session workspace: %.200s",
 				   path);
-	case -ENOENT:
-		return reply_error("not_found", "no such file or directory: %.200s", path);
-	case -ENOTDIR:
-		return reply_error("not_found", "not a directory: %.200s", path);
-	case -EISDIR:
-		return reply_error("bad_request", "path is a directory: %.200s", path);
+	case -ENOENT: return reply_error("not_found", "no such file or directory: %.200s", path);
+	case -ENOTDIR: return reply_error("not_found", "not a directory: %.200s", path);
+	case -EISDIR: return reply_error("bad_request", "path is a directory: %.200s", path);
 	case -EINVAL:
-	case -ENAMETOOLONG:
-		return reply_error("invalid", "invalid path: %.200s", path);
+	case -ENAMETOOLONG: return reply_error("invalid", "invalid path: %.200s", path);
 	case -ENOSPC:
 	case -EFBIG:
-	case -EDQUOT:
-		return reply_error("too_large", "the session workspace is full");
+	case -EDQUOT: return reply_error("too_large", "the session workspace is full");
 	default:
 		log_err("workspace operation failed: %s", strerror(-r));
 		return reply_error("internal", "workspace operation failed");
@@ -138,8 +133,8 @@ void op_get(Manager *m, Conn *c, Session *s, json_object *req)
 	fd = wsfs_open_read(s->ws_fd, rel, &st);
 	if (fd == -EINVAL) {
 		/* A FIFO, socket or device: nothing a client can download. */
-		conn_reply(c, reply_error("bad_request", "not a regular file: %.200s", path),
-			   NULL, 0);
+		conn_reply(c, reply_error("bad_request", "not a regular file: %.200s", path), NULL,
+			   0);
 		return;
 	}
 	if (fd < 0) {
@@ -222,8 +217,9 @@ void op_put_commit(Manager *m, Conn *c, json_object *req)
 	}
 	if (fstat(u->fd, &st) < 0 || st.st_size > m->cfg->put_max_bytes) {
 		upload_drop(m, c);
-		conn_reply(c, reply_error("too_large", "the file is larger than %lld bytes",
-					  (long long)m->cfg->put_max_bytes),
+		conn_reply(c,
+			   reply_error("too_large", "the file is larger than %lld bytes",
+				       (long long)m->cfg->put_max_bytes),
 			   NULL, 0);
 		return;
 	}
@@ -263,8 +259,7 @@ void op_edit(Manager *m, Conn *c, Session *s, json_object *req)
 		return;
 	}
 	if (s->run) {
-		conn_reply(c, reply_error("busy", "the session is running another call"), NULL,
-			   0);
+		conn_reply(c, reply_error("busy", "the session is running another call"), NULL, 0);
 		return;
 	}
 	clock_gettime(CLOCK_REALTIME_COARSE, &since); /* as file times */

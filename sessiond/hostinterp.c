@@ -93,8 +93,8 @@ int host_interp_spawn(Session *s, enum interp_kind kind)
 	envp[4] = endpoint;
 	envp[5] = sid;
 	envp[6] = NULL;
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0 || pipe2(po, O_CLOEXEC) < 0 ||
-	    pipe2(pe, O_CLOEXEC) < 0) {
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0 ||
+	    pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0) {
 		r = -errno;
 		goto fail;
 	}

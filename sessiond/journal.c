@@ -13,7 +13,7 @@
 /* One execution waiting to be logged. */
 typedef struct JournalEntry {
 	char session_id[SESSION_ID_MAX + 1];
-	const char *tool;   /* a static string */
+	const char *tool; /* a static string */
 	double started_at;
 	int64_t duration_ms;
 	int return_code;

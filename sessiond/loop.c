@@ -25,11 +25,11 @@ struct LoopSource {
 };
 
 struct Loop {
-	int epfd;	     /* the epoll instance */
-	bool quit;	     /* set by loop_quit */
-	LoopSource *dead;    /* removed sources awaiting free */
-	int tfd;	     /* one timerfd, armed for the earliest timer */
-	LoopSource **heap;   /* pending timers, earliest first (a binary min-heap) */
+	int epfd;	   /* the epoll instance */
+	bool quit;	   /* set by loop_quit */
+	LoopSource *dead;  /* removed sources awaiting free */
+	int tfd;	   /* one timerfd, armed for the earliest timer */
+	LoopSource **heap; /* pending timers, earliest first (a binary min-heap) */
 	size_t n_heap, cap_heap;
 };
 
@@ -201,7 +201,10 @@ int loop_add_timer(Loop *l, uint64_t ms, loop_timer_cb cb, void *data, LoopSourc
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
-	*s = (LoopSource){ .fd = -1, .is_timer = true, .t_cb = cb, .data = data,
+	*s = (LoopSource){ .fd = -1,
+			   .is_timer = true,
+			   .t_cb = cb,
+			   .data = data,
 			   .deadline = mono_ns() + ms * 1000000ull };
 	s->heap_idx = l->n_heap;
 	l->heap[l->n_heap++] = s;

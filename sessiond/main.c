@@ -26,7 +26,7 @@ typedef struct Daemon {
 	Loop *loop;
 	Manager *mgr;
 	Server *srv;
-	int sigfd;	 /* SIGTERM, SIGINT, SIGCHLD */
+	int sigfd; /* SIGTERM, SIGINT, SIGCHLD */
 	LoopSource *sig_src;
 } Daemon;
 
@@ -84,8 +84,8 @@ static int open_server(Daemon *d)
 	snprintf(path, sizeof(path), "%s/sessiond.sock", c->runtime_dir);
 	if (!pw)
 		log_warn("worker_user %s does not exist: only root may connect", c->worker_user);
-	return server_new(d->loop, path, pw ? pw->pw_uid : (uid_t)-1, gid,
-			  manager_handle_request, manager_conn_closed, d->mgr, &d->srv);
+	return server_new(d->loop, path, pw ? pw->pw_uid : (uid_t)-1, gid, manager_handle_request,
+			  manager_conn_closed, d->mgr, &d->srv);
 }
 
 int main(int argc, char **argv)

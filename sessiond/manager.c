@@ -256,6 +256,17 @@ static void session_release(Session *s)
 	free(s);
 }
 
+/* The metrics' reasons a session ends for: released, idle, lifetime, anything else. */
+static int end_reason_index(const char *why)
+{
+	static const char *const reasons[] = { "released", "idle", "lifetime" };
+
+	for (int i = 0; i < (int)ARRAY_SIZE(reasons); i++)
+		if (strcmp(why, reasons[i]) == 0)
+			return i;
+	return 3;
+}
+
 /* Kill the sandbox and hand its remains to a zombie that waits for init to exit. */
 void session_destroy(Session *s, const char *why)
 {
@@ -263,8 +274,7 @@ void session_destroy(Session *s, const char *why)
 	Zombie *z;
 
 	log_info("SESSION_ID=%s destroyed KILL_REASON=%s", s->id, why);
-	m->kills_by_reason[!strcmp(why, "released") ? 0 : !strcmp(why, "idle") ? 1 :
-			   !strcmp(why, "lifetime") ? 2 : 3]++;
+	m->kills_by_reason[end_reason_index(why)]++;
 	run_abort(s, why);
 	for (int k = 0; k < INTERP_KIND_COUNT; k++)
 		interp_destroy(&s->interps[k]);
@@ -323,8 +333,8 @@ Session *session_alloc(Manager *m)
 	s->sb = (Sandbox){ .pidfd = -1, .ctl_fd = -1 };
 	s->ws_fd = -1;
 	for (int k = 0; k < INTERP_KIND_COUNT; k++)
-		s->interps[k] = (Interp){ .s = s, .kind = k, .pidfd = -1, .ctl = -1, .out = -1,
-					  .err = -1 };
+		s->interps[k] =
+			(Interp){ .s = s, .kind = k, .pidfd = -1, .ctl = -1, .out = -1, .err = -1 };
 	return s;
 }
 
@@ -390,8 +400,7 @@ fail_uid:
 	return r;
 }
 
-static int session_new(Manager *m, const char *id, const char *tenant, bool kernel,
-		       Session **ret)
+static int session_new(Manager *m, const char *id, const char *tenant, bool kernel, Session **ret)
 {
 	Session *s = pool_take(m, kernel);
 	int r = 0;
@@ -444,8 +453,7 @@ json_object *session_handle(const Session *s)
 	json_object_object_add(o, "idle_timeout_seconds", json_object_new_int64(s->idle_timeout));
 	json_object_object_add(o, "max_lifetime_seconds", json_object_new_int64(s->max_lifetime));
 	json_object_object_add(o, "created_at", json_object_new_double(s->created_at));
-	json_object_object_add(o, "last_activity_at",
-			       json_object_new_double(s->last_activity_at));
+	json_object_object_add(o, "last_activity_at", json_object_new_double(s->last_activity_at));
 	json_object_object_add(o, "plane",
 			       json_object_new_string(s->plane == PLANE_CODE ? "code" : "otari"));
 	json_object_object_add(o, "kernel", json_object_new_boolean(s->kernel));
@@ -469,8 +477,8 @@ static void op_create(Manager *m, Conn *c, json_object *req, const char *tenant)
 	enum session_plane plane = plane_s && !strcmp(plane_s, "code") ? PLANE_CODE : PLANE_OTARI;
 	json_object *kv;
 	bool kernel = json_object_object_get_ex(req, "kernel", &kv) && json_object_get_boolean(kv);
-	bool endpoint = json_object_object_get_ex(req, "endpoint", &kv) &&
-			json_object_get_boolean(kv);
+	bool endpoint =
+		json_object_object_get_ex(req, "endpoint", &kv) && json_object_get_boolean(kv);
 	int64_t idle_default = cfg->idle_timeout_default;
 	json_object *e;
 
@@ -500,13 +508,18 @@ static void op_create(Manager *m, Conn *c, json_object *req, const char *tenant)
 			}
 		/* The code plane's own caps answer 429 with these exact sentences. */
 		if (kernel && (int64_t)n_kernel >= cfg->kernel_max_sessions) {
-			conn_reply(c, reply_error("limit", "Maximum number of kernel sessions (%lld) reached",
-						  (long long)cfg->kernel_max_sessions), NULL, 0);
+			conn_reply(c,
+				   reply_error("limit",
+					       "Maximum number of kernel sessions (%lld) reached",
+					       (long long)cfg->kernel_max_sessions),
+				   NULL, 0);
 			return;
 		}
 		if ((int64_t)n_code >= cfg->code_max_sessions) {
-			conn_reply(c, reply_error("limit", "Maximum number of sessions (%lld) reached",
-						  (long long)cfg->code_max_sessions), NULL, 0);
+			conn_reply(c,
+				   reply_error("limit", "Maximum number of sessions (%lld) reached",
+					       (long long)cfg->code_max_sessions),
+				   NULL, 0);
 			return;
 		}
 		idle_default = kernel ? cfg->kernel_idle_timeout : cfg->code_idle_timeout;
@@ -541,22 +554,28 @@ static void op_create(Manager *m, Conn *c, json_object *req, const char *tenant)
 	s->plane = plane;
 	s->kernel = kernel;
 	s->endpoint = endpoint && cfg->jupyter_endpoint[0];
-	s->idle_timeout = clamp_hint(req, "idle_timeout_seconds", idle_default,
-				     cfg->idle_timeout_max);
-	s->max_lifetime = clamp_hint(req, "max_lifetime_seconds", cfg->lifetime_default,
-				     cfg->lifetime_max);
+	s->idle_timeout =
+		clamp_hint(req, "idle_timeout_seconds", idle_default, cfg->idle_timeout_max);
+	s->max_lifetime =
+		clamp_hint(req, "max_lifetime_seconds", cfg->lifetime_default, cfg->lifetime_max);
 	s->created_at = s->last_activity_at = now_real();
 	session_link(s);
 	m->sessions_created++;
 	if (image)
 		log_info("SESSION_ID=%s image hint '%.64s' has no runtime profile: ignored", s->id,
 			 image);
-	row = (SessionRow){ .id = s->id, .tenant = s->tenant, .uid = s->uid,
-			    .created_at = s->created_at, .last_activity_at = s->last_activity_at,
-			    .idle_timeout = s->idle_timeout, .max_lifetime = s->max_lifetime,
-			    .image = (char *)image, .init_pid = s->sb.pid,
+	row = (SessionRow){ .id = s->id,
+			    .tenant = s->tenant,
+			    .uid = s->uid,
+			    .created_at = s->created_at,
+			    .last_activity_at = s->last_activity_at,
+			    .idle_timeout = s->idle_timeout,
+			    .max_lifetime = s->max_lifetime,
+			    .image = (char *)image,
+			    .init_pid = s->sb.pid,
 			    .init_ctl_fd = s->sb.ctl_fd_in_init,
-			    .plane = plane == PLANE_CODE ? "code" : "otari", .kernel = kernel,
+			    .plane = plane == PLANE_CODE ? "code" : "otari",
+			    .kernel = kernel,
 			    .endpoint = s->endpoint,
 			    .rid = s->rid };
 	r = store_session_insert(m->store, &row);
@@ -605,21 +624,22 @@ static void op_exec(Manager *m, Conn *c, Session *s, json_object *req)
 		return;
 	}
 	if ((int64_t)strlen(code) > m->cfg->code_max_bytes) {
-		conn_reply(c, reply_error("invalid", "code is longer than %lld bytes",
-					  (long long)m->cfg->code_max_bytes),
+		conn_reply(c,
+			   reply_error("invalid", "code is longer than %lld bytes",
+				       (long long)m->cfg->code_max_bytes),
 			   NULL, 0);
 		return;
 	}
 	if (req_int(req, "timeout_ms", &timeout_ms) &&
 	    (timeout_ms < 1 || timeout_ms > m->cfg->exec_timeout_max * 1000)) {
-		conn_reply(c, reply_error("invalid", "timeout must be between 1 and %lld seconds",
-					  (long long)m->cfg->exec_timeout_max),
+		conn_reply(c,
+			   reply_error("invalid", "timeout must be between 1 and %lld seconds",
+				       (long long)m->cfg->exec_timeout_max),
 			   NULL, 0);
 		return;
 	}
 	if (s->run) {
-		conn_reply(c, reply_error("busy", "the session is running another call"), NULL,
-			   0);
+		conn_reply(c, reply_error("busy", "the session is running another call"), NULL, 0);
 		return;
 	}
 	/* A kernel-tier session serves Python through the IPython harness, an endpoint one
@@ -775,7 +795,8 @@ static void adopt_or_clean(Manager *m)
 				continue;
 			}
 			log_info("SESSION_ID=%s left by an earlier run cannot be re-adopted (%s): "
-				 "cleaned", rows[i].id, strerror(-r));
+				 "cleaned",
+				 rows[i].id, strerror(-r));
 			session_remains_kill(m, &rows[i]);
 			store_session_delete(m->store, rows[i].id);
 		}

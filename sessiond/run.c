@@ -18,7 +18,7 @@
 #include "utf8.h"
 
 #define READ_CHUNK 65536
-#define READS_PER_EVENT 16	/* bound one stream's share of a loop iteration */
+#define READS_PER_EVENT 16 /* bound one stream's share of a loop iteration */
 #define REPLY_LINE_MAX (64u << 20)
 #define RC_TIMEOUT 124
 #define START_TIMEOUT_MS 60000 /* an interpreter that has not started by then is killed */
@@ -272,13 +272,21 @@ const char *interp_kind_name(enum interp_kind k)
 	return k < INTERP_KIND_COUNT ? names[k] : "?";
 }
 
-static const char *run_outcome(const Run *run)
+/* How a run ended, as an index into the manager's counters and the log's words. */
+static int run_outcome_index(const Run *run)
 {
 	if (run->timed_out)
-		return "timeout";
+		return 2;
 	if (run->lost_state)
-		return "killed";
-	return run->return_code == 0 ? "ok" : "error";
+		return 3;
+	return run->return_code == 0 ? 0 : 1;
+}
+
+static const char *run_outcome(const Run *run)
+{
+	static const char *const names[] = { "ok", "error", "timeout", "killed" };
+
+	return names[run_outcome_index(run)];
 }
 
 /* The counters a run reports, from files the session keeps open. */
@@ -297,9 +305,9 @@ static json_object *usage_json(Session *s, const Run *run, bool *oom)
 
 	read_counters(s, &u);
 	*oom = u.oom_kills > run->usage0.oom_kills;
-	json_object_object_add(o, "cpu_ms",
-			       json_object_new_int64((int64_t)((u.cpu_ns - run->usage0.cpu_ns) /
-							       1000000)));
+	json_object_object_add(
+		o, "cpu_ms",
+		json_object_new_int64((int64_t)((u.cpu_ns - run->usage0.cpu_ns) / 1000000)));
 	json_object_object_add(o, "max_rss_bytes", json_object_new_int64((int64_t)u.memory_peak));
 	json_object_object_add(o, "oom_killed", json_object_new_boolean(*oom));
 	return o;
@@ -368,17 +376,12 @@ static void run_finish(Run *run)
 			if (json_object_object_get_ex(run->reply, keys[i], &v))
 				json_object_object_add(o, keys[i], json_object_get(v));
 	}
-	{
-		const char *oc = run_outcome(run);
-		int idx = !strcmp(oc, "ok") ? 0 : !strcmp(oc, "error") ? 1 : !strcmp(oc, "timeout") ? 2 : 3;
-
-		m->runs_by_outcome[idx]++;
-	}
+	m->runs_by_outcome[run_outcome_index(run)]++;
 	free(out);
 	free(err);
 	s->last_activity_at = now_real();
-	journal_note(s, interp_kind_name(run->kind), run->start_real, (int64_t)ms,
-		     run->return_code, run_outcome(run));
+	journal_note(s, interp_kind_name(run->kind), run->start_real, (int64_t)ms, run->return_code,
+		     run_outcome(run));
 	if (run->conn)
 		conn_reply(run->conn, o, NULL, 0);
 	else
@@ -524,7 +527,8 @@ static int encode_request(const Run *run, uint64_t id, char **buf, size_t *len)
 		/* The id comes back in the reply: a reply to an older request is dropped. */
 		json_object_object_add(o, "id", json_object_new_int64((int64_t)id));
 		json_object_object_add(o, "code", json_object_new_string(run->code));
-		json_object_object_add(o, "mode", json_object_new_string(run->cell ? "cell" : "otari"));
+		json_object_object_add(o, "mode",
+				       json_object_new_string(run->cell ? "cell" : "otari"));
 		if (run->cwd)
 			json_object_object_add(o, "cwd", json_object_new_string(run->cwd));
 		txt = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN, &n);
@@ -756,7 +760,8 @@ void interp_attach(Session *s, enum interp_kind kind, pid_t pid, int fds[4])
 		return;
 	}
 	ip->state = INTERP_READY;
-	log_debug("SESSION_ID=%s %s started, pid %d", s->id, interp_kind_name(ip->kind), ip->host_pid);
+	log_debug("SESSION_ID=%s %s started, pid %d", s->id, interp_kind_name(ip->kind),
+		  ip->host_pid);
 	/* The run waits for the probe's answer, so the deadline excludes start-up. */
 	interp_probe(ip);
 }
@@ -800,11 +805,15 @@ void interp_exited(Session *s, enum interp_kind kind, pid_t pid, int status)
 	    (run->phase == RUN_RUNNING || run->phase == RUN_INTERRUPTED)) {
 		run->return_code = exit_code(status);
 		if (!run->timed_out && WIFSIGNALED(status))
-			run_note(run, "the interpreter was killed by signal %d; a new one starts "
-				      "with the next call", WTERMSIG(status));
+			run_note(run,
+				 "the interpreter was killed by signal %d; a new one starts "
+				 "with the next call",
+				 WTERMSIG(status));
 		else if (!run->timed_out)
-			run_note(run, "the interpreter exited with status %d; a new one starts "
-				      "with the next call", WEXITSTATUS(status));
+			run_note(run,
+				 "the interpreter exited with status %d; a new one starts "
+				 "with the next call",
+				 WEXITSTATUS(status));
 		run->lost_state = true;
 		interp_close(ip);
 		run_complete(run);
@@ -837,8 +846,7 @@ static void on_init_error(Session *s, const struct init_msg *msg)
 {
 	Run *run = s->run;
 
-	log_warn("SESSION_ID=%s init: step %u failed: %s", s->id, msg->step,
-		 strerror(msg->status));
+	log_warn("SESSION_ID=%s init: step %u failed: %s", s->id, msg->step, strerror(msg->status));
 	if (msg->tag < INTERP_KIND_COUNT && s->interps[msg->tag].state == INTERP_STARTING)
 		s->interps[msg->tag].state = INTERP_DEAD;
 	/* init could not kill everything in time: the run ends anyway, the leftovers are
@@ -886,7 +894,9 @@ void session_on_init_event(Loop *l, int fd, uint32_t events, void *data)
 		} cbuf;
 		struct init_msg msg;
 		struct iovec iov = { &msg, sizeof(msg) };
-		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf.buf,
+		struct msghdr mh = { .msg_iov = &iov,
+				     .msg_iovlen = 1,
+				     .msg_control = cbuf.buf,
 				     .msg_controllen = sizeof(cbuf.buf) };
 		int fds[4];
 		size_t nfds = 0;
@@ -910,24 +920,15 @@ void session_on_init_event(Loop *l, int fd, uint32_t events, void *data)
 			continue;
 		}
 		switch (msg.op) {
-		case INIT_SPAWNED:
-			on_spawned(s, &msg, fds, nfds);
-			break;
-		case INIT_EXITED:
-			on_exited(s, &msg);
-			break;
-		case INIT_KILLED:
-			on_killed(s);
-			break;
-		case INIT_ERROR:
-			on_init_error(s, &msg);
-			break;
+		case INIT_SPAWNED: on_spawned(s, &msg, fds, nfds); break;
+		case INIT_EXITED: on_exited(s, &msg); break;
+		case INIT_KILLED: on_killed(s); break;
+		case INIT_ERROR: on_init_error(s, &msg); break;
 		case INIT_PONG:
 			if (s->adopting)
 				session_adopt_done(s);
 			break;
-		default:
-			break;
+		default: break;
 		}
 		if (msg.op != INIT_SPAWNED)
 			for (size_t i = 0; i < nfds; i++)
@@ -977,7 +978,8 @@ void run_start(Session *s, Conn *c, enum interp_kind kind, const char *code, con
 	}
 	/* Start-up has its own bound, so a slow first import does not eat the caller's time,
 	 * and a stuck start cannot hang the call; the deadline starts when the code is sent. */
-	if (loop_add_timer(s->m->loop, timeout_ms > START_TIMEOUT_MS ? timeout_ms : START_TIMEOUT_MS,
+	if (loop_add_timer(s->m->loop,
+			   timeout_ms > START_TIMEOUT_MS ? timeout_ms : START_TIMEOUT_MS,
 			   on_deadline, run, &run->timer) < 0) {
 		run_note(run, "internal error: no timer");
 		run->return_code = 1;

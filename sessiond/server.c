@@ -21,32 +21,32 @@
 
 struct Server {
 	Loop *loop;
-	int fd;		     /* the listening socket */
-	LoopSource *src;     /* its watch */
-	uid_t worker_uid;    /* allowed peer uid besides 0 */
-	gid_t group;	     /* allowed peer gid */
+	int fd;		  /* the listening socket */
+	LoopSource *src;  /* its watch */
+	uid_t worker_uid; /* allowed peer uid besides 0 */
+	gid_t group;	  /* allowed peer gid */
 	server_request_cb on_req;
 	server_closed_cb on_closed;
-	void *data;	     /* passed to the callbacks */
-	Conn *conns;	     /* live connections */
+	void *data;  /* passed to the callbacks */
+	Conn *conns; /* live connections */
 };
 
 struct Conn {
 	Server *srv;
 	int fd;
 	LoopSource *src;
-	uint8_t *in;	     /* received bytes not yet decoded */
+	uint8_t *in; /* received bytes not yet decoded */
 	size_t in_len, in_cap;
-	uint8_t *out;	     /* encoded reply bytes not yet sent */
+	uint8_t *out; /* encoded reply bytes not yet sent */
 	size_t out_len, out_off;
 	int out_fds[PROTO_MAX_FDS]; /* fds to attach to the first byte of out */
 	size_t out_nfds;
-	bool busy;	     /* a request is being handled */
-	bool closing;	     /* close once out is flushed */
-	bool dispatching;    /* inside the request callback: defer frees */
-	bool dead;	     /* freed while dispatching; free on return */
-	void *data;	     /* the handler's per-connection state */
-	uid_t peer_uid;	     /* who connected */
+	bool busy;	  /* a request is being handled */
+	bool closing;	  /* close once out is flushed */
+	bool dispatching; /* inside the request callback: defer frees */
+	bool dead;	  /* freed while dispatching; free on return */
+	void *data;	  /* the handler's per-connection state */
+	uid_t peer_uid;	  /* who connected */
 	Conn *prev, *next;
 };
 
@@ -206,8 +206,8 @@ static bool conn_take_request(Conn *c)
 		return false;
 	}
 	tok = json_tokener_new_ex(REQUEST_MAX_DEPTH);
-	req = tok ? json_tokener_parse_ex(tok, (const char *)c->in + PROTO_HEADER_SIZE, (int)plen)
-		  : NULL;
+	req = tok ? json_tokener_parse_ex(tok, (const char *)c->in + PROTO_HEADER_SIZE, (int)plen) :
+		    NULL;
 	if (tok && json_tokener_get_error(tok) != json_tokener_success) {
 		json_object_put(req);
 		req = NULL;
@@ -387,8 +387,12 @@ int server_new(Loop *l, const char *path, uid_t worker_uid, gid_t group, server_
 
 	if (!s)
 		return -ENOMEM;
-	*s = (Server){ .loop = l, .worker_uid = worker_uid, .group = group, .on_req = on_req,
-		       .on_closed = on_closed, .data = data };
+	*s = (Server){ .loop = l,
+		       .worker_uid = worker_uid,
+		       .group = group,
+		       .on_req = on_req,
+		       .on_closed = on_closed,
+		       .data = data };
 	s->fd = listen_unix(path, group);
 	if (s->fd < 0) {
 		r = s->fd;

@@ -20,10 +20,10 @@
 
 /* The interpreters a session can hold, one of each at most. */
 enum interp_kind {
-	INTERP_PYTHON,	/* the stdlib harness */
-	INTERP_BASH,	/* a persistent bash */
-	INTERP_NODE,	/* the node harness (vm context) */
-	INTERP_KERNEL,	/* Python with IPython semantics (the kernel tier) */
+	INTERP_PYTHON,	 /* the stdlib harness */
+	INTERP_BASH,	 /* a persistent bash */
+	INTERP_NODE,	 /* the node harness (vm context) */
+	INTERP_KERNEL,	 /* Python with IPython semantics (the kernel tier) */
 	INTERP_ENDPOINT, /* Python on an external Jupyter Server, through a bridge on the host */
 	INTERP_KIND_COUNT
 };
@@ -44,8 +44,8 @@ typedef struct Journal Journal;
 
 /* Bytes of one output stream of a run, capped: the head is kept, the rest counted. */
 typedef struct OutBuf {
-	char *buf;	 /* kept bytes */
-	size_t len, cap; /* used and allocated */
+	char *buf;	  /* kept bytes */
+	size_t len, cap;  /* used and allocated */
 	uint64_t omitted; /* bytes dropped past the cap */
 } OutBuf;
 
@@ -54,13 +54,13 @@ typedef struct Interp {
 	Session *s;
 	enum interp_kind kind;
 	enum interp_state state;
-	pid_t ns_pid;	       /* pid inside the sandbox */
-	pid_t host_pid;	       /* the same process seen from the daemon */
+	pid_t ns_pid;		  /* pid inside the sandbox */
+	pid_t host_pid;		  /* the same process seen from the daemon */
 	int pidfd, ctl, out, err; /* from INIT_SPAWNED */
 	LoopSource *ctl_src, *out_src, *err_src;
-	char *line;	       /* reply bytes received on ctl */
+	char *line; /* reply bytes received on ctl */
 	size_t line_len, line_cap;
-	char *wbuf;	       /* request bytes not yet written to ctl */
+	char *wbuf; /* request bytes not yet written to ctl */
 	size_t wlen, woff;
 	OutBuf out_buf, err_buf; /* the current run's output */
 	uint64_t expect_id;	 /* id of the request whose reply we wait for; 0: none */
@@ -80,52 +80,52 @@ enum run_phase {
 /* The one execution in flight in a session. */
 struct Run {
 	Session *s;
-	Conn *conn;		/* NULL once the worker went away */
+	Conn *conn; /* NULL once the worker went away */
 	enum interp_kind kind;
 	enum run_phase phase;
-	char *code;		/* what to run */
-	char *cwd;		/* cell mode: where the interpreter starts, or NULL */
-	bool cell;		/* notebook mode: result and error objects (code plane) */
+	char *code; /* what to run */
+	char *cwd;  /* cell mode: where the interpreter starts, or NULL */
+	bool cell;  /* notebook mode: result and error objects (code plane) */
 	uint64_t timeout_ms;
-	uint64_t start_ms;	/* monotonic, for execution_time_ms */
-	double start_real;	/* POSIX seconds, for the log */
+	uint64_t start_ms;	  /* monotonic, for execution_time_ms */
+	double start_real;	  /* POSIX seconds, for the log */
 	struct timespec start_ts; /* realtime, for produced files */
-	SandboxUsage usage0;	/* cgroup counters at the start */
-	LoopSource *timer;	/* deadline or grace */
-	bool timed_out;		/* deadline passed */
-	bool interrupted_ok;	/* the interpreter answered after SIGINT */
-	bool lost_state;	/* interpreter killed; a new one will start */
+	SandboxUsage usage0;	  /* cgroup counters at the start */
+	LoopSource *timer;	  /* deadline or grace */
+	bool timed_out;		  /* deadline passed */
+	bool interrupted_ok;	  /* the interpreter answered after SIGINT */
+	bool lost_state;	  /* interpreter killed; a new one will start */
 	int return_code;
-	json_object *reply;	/* the interpreter's reply object (python), owned */
-	char *note;		/* text appended to stderr, owned */
+	json_object *reply; /* the interpreter's reply object (python), owned */
+	char *note;	    /* text appended to stderr, owned */
 };
 
 /* One session: a sandbox and what runs in it. */
 struct Session {
 	Manager *m;
-	char id[SESSION_ID_MAX + 1];	/* what clients address it by */
-	char rid[SESSION_ID_MAX + 1];	/* what its cgroup and workspace are named after */
-	bool pooled;		/* ready in a warm pool, not yet handed out */
-	char *tenant;		/* NULL when none */
+	char id[SESSION_ID_MAX + 1];  /* what clients address it by */
+	char rid[SESSION_ID_MAX + 1]; /* what its cgroup and workspace are named after */
+	bool pooled;		      /* ready in a warm pool, not yet handed out */
+	char *tenant;		      /* NULL when none */
 	uid_t uid;
 	double created_at, last_activity_at;
 	int64_t idle_timeout, max_lifetime;
-	Sandbox sb;		/* pid, pidfd, ctl of init */
-	LoopSource *ctl_src;	/* init's control socket */
-	int ws_fd;		/* O_PATH of the workspace root */
+	Sandbox sb;	     /* pid, pidfd, ctl of init */
+	LoopSource *ctl_src; /* init's control socket */
+	int ws_fd;	     /* O_PATH of the workspace root */
 	EditorUndo *undo;
 	Interp interps[INTERP_KIND_COUNT];
-	Run *run;		/* the execution in flight, or NULL */
+	Run *run; /* the execution in flight, or NULL */
 	enum session_plane plane;
-	bool kernel;		/* Python is served by the kernel tier */
-	bool endpoint;		/* Python is served by the external Jupyter Server */
-	uint64_t execution_count; /* calls run so far (the code plane's cell counter) */
-	bool adopting;		/* re-adopted: init is re-sending its interpreters */
-	bool dirty;		/* activity not yet written to the store */
-	SandboxCounters *counters; /* the cgroup counters a run reports, kept open */
+	bool kernel;		     /* Python is served by the kernel tier */
+	bool endpoint;		     /* Python is served by the external Jupyter Server */
+	uint64_t execution_count;    /* calls run so far (the code plane's cell counter) */
+	bool adopting;		     /* re-adopted: init is re-sending its interpreters */
+	bool dirty;		     /* activity not yet written to the store */
+	SandboxCounters *counters;   /* the cgroup counters a run reports, kept open */
 	struct WsfsChange *reported; /* what the last scan for produced files saw */
 	size_t n_reported;
-	uint32_t seq;		/* last init request number */
+	uint32_t seq; /* last init request number */
 	Session *prev, *next;
 };
 
@@ -135,8 +135,8 @@ typedef struct Zombie {
 	char id[SESSION_ID_MAX + 1]; /* the resource id (cgroup, workspace) */
 	uid_t uid;
 	int pidfd;
-	LoopSource *src;	/* pidfd watch, then the retry timer */
-	unsigned tries;		/* cgroup removal attempts */
+	LoopSource *src; /* pidfd watch, then the retry timer */
+	unsigned tries;	 /* cgroup removal attempts */
 	struct Zombie *prev, *next;
 } Zombie;
 
@@ -145,23 +145,23 @@ struct Manager {
 	Loop *loop;
 	Store *store;
 	SandboxEnv *env;
-	Session *sessions;	/* live sessions */
-	Session *pool[2];	/* ready sandboxes: [0] Python native, [1] Python kernel tier */
+	Session *sessions; /* live sessions */
+	Session *pool[2];  /* ready sandboxes: [0] Python native, [1] Python kernel tier */
 	size_t pool_n[2];
-	LoopSource *pool_timer;	/* the next refill step */
+	LoopSource *pool_timer; /* the next refill step */
 	uint64_t pool_built, pool_taken;
 	size_t n_sessions;
-	Zombie *zombies;	/* sandboxes being torn down */
-	uint8_t *uids;		/* one byte per uid in the range: in use */
-	LoopSource *reclaim;	/* periodic reclaim timer */
+	Zombie *zombies;		  /* sandboxes being torn down */
+	uint8_t *uids;			  /* one byte per uid in the range: in use */
+	LoopSource *reclaim;		  /* periodic reclaim timer */
 	char *argv[INTERP_KIND_COUNT][8]; /* how init starts each interpreter */
-	bool draining;		/* no new sessions; existing ones run on */
-	int lock_fd;		/* flock on <state_dir>/sessiond.lock, held for life */
-	Journal *journal;	/* store writes waiting for the next batch */
-	uint64_t runs_by_outcome[4]; /* ok, error, timeout, killed */
-	uint64_t kills_by_reason[4]; /* released, idle, lifetime, other */
+	bool draining;			  /* no new sessions; existing ones run on */
+	int lock_fd;			  /* flock on <state_dir>/sessiond.lock, held for life */
+	Journal *journal;		  /* store writes waiting for the next batch */
+	uint64_t runs_by_outcome[4];	  /* ok, error, timeout, killed */
+	uint64_t kills_by_reason[4];	  /* released, idle, lifetime, other */
 	uint64_t sessions_created;
-	uint64_t request_seq;	/* ids of requests sent to interpreters */
+	uint64_t request_seq; /* ids of requests sent to interpreters */
 };
 
 /* manager.c */
@@ -193,7 +193,8 @@ void session_remains_kill(Manager *m, const SessionRow *row);
 void session_adopt_done(Session *s);
 Session *session_find(Manager *m, const char *id, const char *tenant);
 void session_destroy(Session *s, const char *why);
-json_object *reply_error(const char *kind, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+json_object *reply_error(const char *kind, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 json_object *reply_ok(void);
 const char *req_string(json_object *req, const char *key);
 bool req_int(json_object *req, const char *key, int64_t *v);

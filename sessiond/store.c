@@ -13,8 +13,8 @@
 #include "schema.h"
 
 struct Store {
-	sqlite3 *db;		  /* the connection; the daemon is its only writer */
-	sqlite3_stmt *touch;	  /* prepared once: the hot path's two statements */
+	sqlite3 *db;	     /* the connection; the daemon is its only writer */
+	sqlite3_stmt *touch; /* prepared once: the hot path's two statements */
 	sqlite3_stmt *exec_log;
 };
 
@@ -23,28 +23,19 @@ static int errno_from_sqlite(int rc)
 	switch (rc & 0xff) {
 	case SQLITE_OK:
 	case SQLITE_ROW:
-	case SQLITE_DONE:
-		return 0;
+	case SQLITE_DONE: return 0;
 	case SQLITE_BUSY:
-	case SQLITE_LOCKED:
-		return -EBUSY;
-	case SQLITE_NOMEM:
-		return -ENOMEM;
-	case SQLITE_CONSTRAINT:
-		return -EEXIST;
-	case SQLITE_NOTFOUND:
-		return -ENOENT;
-	case SQLITE_FULL:
-		return -ENOSPC;
+	case SQLITE_LOCKED: return -EBUSY;
+	case SQLITE_NOMEM: return -ENOMEM;
+	case SQLITE_CONSTRAINT: return -EEXIST;
+	case SQLITE_NOTFOUND: return -ENOENT;
+	case SQLITE_FULL: return -ENOSPC;
 	case SQLITE_READONLY:
 	case SQLITE_PERM:
-	case SQLITE_AUTH:
-		return -EACCES;
+	case SQLITE_AUTH: return -EACCES;
 	case SQLITE_CORRUPT:
-	case SQLITE_NOTADB:
-		return -EUCLEAN;
-	default:
-		return -EIO;
+	case SQLITE_NOTADB: return -EUCLEAN;
+	default: return -EIO;
 	}
 }
 
@@ -112,10 +103,9 @@ int store_open(const char *path, Store **ret)
 
 	if (!s)
 		return -ENOMEM;
-	r = errno_from_sqlite(sqlite3_open_v2(path, &s->db,
-					      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-						      SQLITE_OPEN_NOMUTEX,
-					      NULL));
+	r = errno_from_sqlite(sqlite3_open_v2(
+		path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+		NULL));
 	if (r == 0)
 		r = exec_sql(s, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;"
 				"PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 2000;");
@@ -200,11 +190,11 @@ static int cached(Store *s, sqlite3_stmt **slot, const char *sql)
 	return prepare(s, sql, slot);
 }
 
-int store_session_touch(Store *s, const char *id, double last_activity_at,
-			int64_t execution_count)
+int store_session_touch(Store *s, const char *id, double last_activity_at, int64_t execution_count)
 {
-	int r = cached(s, &s->touch,
-		       "UPDATE sessions SET last_activity_at = ?, execution_count = ? WHERE id = ?");
+	int r = cached(
+		s, &s->touch,
+		"UPDATE sessions SET last_activity_at = ?, execution_count = ? WHERE id = ?");
 
 	if (r < 0)
 		return r;
@@ -382,9 +372,8 @@ int store_exec_log(Store *s, const char *session_id, const char *tool, double st
 int store_exec_prune(Store *s, int64_t keep)
 {
 	_cleanup_stmt_ sqlite3_stmt *st = NULL;
-	int r = prepare(s,
-			"DELETE FROM executions WHERE id <= (SELECT MAX(id) FROM executions) - ?",
-			&st);
+	int r = prepare(
+		s, "DELETE FROM executions WHERE id <= (SELECT MAX(id) FROM executions) - ?", &st);
 
 	if (r < 0)
 		return r;

@@ -17,11 +17,11 @@ typedef struct SessionRow {
 	double last_activity_at;
 	int64_t idle_timeout;
 	int64_t max_lifetime;
-	char *image;  /* NULL when none */
+	char *image; /* NULL when none */
 	pid_t init_pid;
 	int init_ctl_fd;
-	char *plane;  /* "otari" or "code"; NULL reads as "otari" */
-	char *rid;    /* name of its cgroup and workspace; NULL reads as id */
+	char *plane; /* "otari" or "code"; NULL reads as "otari" */
+	char *rid;   /* name of its cgroup and workspace; NULL reads as id */
 	bool kernel;
 	bool endpoint; /* Python runs on the external Jupyter Server */
 	int64_t execution_count;
@@ -32,8 +32,7 @@ int store_open(const char *path, Store **ret);
 Store *store_close(Store *s);
 
 int store_session_insert(Store *s, const SessionRow *row);
-int store_session_touch(Store *s, const char *id, double last_activity_at,
-			int64_t execution_count);
+int store_session_touch(Store *s, const char *id, double last_activity_at, int64_t execution_count);
 int store_session_delete(Store *s, const char *id);
 /* Every session row; the caller frees with session_rows_free(). */
 int store_sessions_load(Store *s, SessionRow **rows_ret, size_t *n_ret);

@@ -563,8 +563,9 @@ static int changed_visit(Walk *w, const char *path, const struct stat *st)
 	dup = strdup(path);
 	if (!dup)
 		return -ENOMEM;
-	c->items[c->n++] = (WsfsChange){ .path = dup, .mtime = st->st_mtim, .size = st->st_size,
-					 .ino = st->st_ino };
+	c->items[c->n++] = (WsfsChange){
+		.path = dup, .mtime = st->st_mtim, .size = st->st_size, .ino = st->st_ino
+	};
 	return 0;
 }
 

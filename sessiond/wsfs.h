@@ -39,8 +39,8 @@ int wsfs_list(int ws_fd, const char *rel, size_t max, struct json_object **ret, 
 
 /* A file found changed: its path and the stamp that tells one version from the next. */
 typedef struct WsfsChange {
-	char *path;		/* workspace-relative, owned */
-	struct timespec mtime;	/* modification time */
+	char *path;	       /* workspace-relative, owned */
+	struct timespec mtime; /* modification time */
 	off_t size;
 	ino_t ino;
 } WsfsChange;

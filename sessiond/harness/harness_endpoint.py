@@ -221,7 +221,8 @@ class Kernel:
         self.ws = None
         self.client_session = f"paddock-{session_id}-{uuid.uuid4().hex[:12]}"
         self.interrupt_pending = False   # SIGINT arrived during the running cell
-        self.running = False
+        self.running = False             # a cell runs: SIGINT sets interrupt_pending
+        self.starting = False            # a cell waits for a kernel: SIGINT raises
         wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self.wake_r = wake_r
         signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
@@ -230,9 +231,14 @@ class Kernel:
 
     def ensure(self):
         """A kernel and an open channel; returns a note for stderr ("" when none)."""
-        if self.ws is not None:
-            return ""
         note = ""
+        if self.ws is not None:
+            try:
+                note = self.drain_idle()
+            except EndpointError:
+                pass    # closed while idle: reopened below
+        if self.ws is not None:
+            return note
         if self.id is not None:
             status, _ = self.ep.rest("GET", f"api/kernels/{self.id}")
             if status == 404:
@@ -290,6 +296,22 @@ class Kernel:
             if time.monotonic() >= deadline:
                 raise EndpointError(f"the kernel on {self.ep.shown} did not answer within "
                                     f"{START_TIMEOUT:g} s of its start")
+
+    def drain_idle(self):
+        """Read what came while no cell ran (a closed channel shows up here, before a cell is
+        sent into it); a note when the server restarted the kernel meanwhile."""
+        note = ""
+        while self.ws is not None:
+            sock = self.ws.sock
+            pending = isinstance(sock, ssl.SSLSocket) and sock.pending()
+            if not pending and not select.select([sock], [], [], 0)[0]:
+                break
+            msg = self.receive(None)
+            if msg and msg.get("msg_type") == "status" and msg.get("content", {}).get(
+                    "execution_state") in ("restarting", "dead"):
+                note = ("[paddock] the kernel on the Jupyter server died while idle and was "
+                        "restarted; earlier state is lost\n")
+        return note
 
     def drop(self):
         ws, self.ws = self.ws, None
@@ -558,7 +580,18 @@ def _run(kernel, setup_error, code, cell):
         reply = _error_reply("EndpointError", setup_error)
     else:
         try:
-            note = kernel.ensure()
+            kernel.starting = True
+            try:
+                note = kernel.ensure()
+            except KeyboardInterrupt:
+                # The deadline passed while a kernel was being started or reached.
+                kernel.starting = False
+                kernel.delete(GIVE_UP_DELETE_TIMEOUT)
+                return _error_reply("KeyboardInterrupt",
+                                    "interrupted while waiting for a kernel on the server",
+                                    return_code=130)
+            finally:
+                kernel.starting = False
             if note:
                 _write_all(2, note)
             if code == "":
@@ -611,6 +644,8 @@ def main():
         # Only a running cell is interrupted; idle, SIGINT is ignored.
         if kernel is not None and kernel.running:
             kernel.interrupt_pending = True
+        elif kernel is not None and kernel.starting:
+            raise KeyboardInterrupt
 
     def on_sigterm(signum, frame):
         raise _Terminate()

@@ -794,10 +794,10 @@ int cgroup_list_ids(const SandboxEnv *env, char ***ids, size_t *n, size_t *cap)
 
 /* Open counter files, read again with pread() at offset 0 (the kernel regenerates them). */
 struct SandboxCounters {
-	bool v2;    /* flat-keyed cpu.stat and memory.events */
-	int cpu_fd; /* cpuacct.usage or cpu.stat; -1 when not available */
+	bool v2;     /* flat-keyed cpu.stat and memory.events */
+	int cpu_fd;  /* cpuacct.usage or cpu.stat; -1 when not available */
 	int peak_fd; /* memory.max_usage_in_bytes or memory.peak; -1 when not available */
-	int oom_fd; /* memory.oom_control or memory.events */
+	int oom_fd;  /* memory.oom_control or memory.events */
 };
 
 static int open_in(const CgroupHier *h, const char *id, const char *file)

@@ -75,8 +75,9 @@ int main(void)
 	n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
 	CHECK(n > 0);
 	if (n > 0) {
-		CHECK(has_field(buf, (size_t)n,
-				"MESSAGE=SESSION_ID=node-abc destroyed KILL_REASON=idle x=1 Lower=no"));
+		CHECK(has_field(
+			buf, (size_t)n,
+			"MESSAGE=SESSION_ID=node-abc destroyed KILL_REASON=idle x=1 Lower=no"));
 		CHECK(has_field(buf, (size_t)n, "SESSION_ID=node-abc"));
 		CHECK(has_field(buf, (size_t)n, "KILL_REASON=idle"));
 		CHECK(has_field(buf, (size_t)n, "PRIORITY=6"));
