@@ -18,6 +18,20 @@ static size_t zombie_count(const Manager *m)
 	return n;
 }
 
+/* Warm sandboxes whose interpreter has answered its first request: truly ready. */
+static size_t pool_started(const Manager *m)
+{
+	size_t n = 0;
+
+	for (int which = 0; which < 2; which++)
+		for (const Session *s = m->pool[which]; s; s = s->next) {
+			const Interp *ip = &s->interps[which ? INTERP_KERNEL : INTERP_PYTHON];
+
+			n += ip->state == INTERP_READY && !ip->probing;
+		}
+	return n;
+}
+
 void op_stats(Manager *m, Conn *c)
 {
 	const PaddockConfig *cfg = m->cfg;
@@ -37,6 +51,7 @@ void op_stats(Manager *m, Conn *c)
 	json_object_object_add(o, "pool_ready", json_object_new_int64((int64_t)m->pool_n[0]));
 	json_object_object_add(o, "pool_kernel_ready",
 			       json_object_new_int64((int64_t)m->pool_n[1]));
+	json_object_object_add(o, "pool_started", json_object_new_int64((int64_t)pool_started(m)));
 	json_object_object_add(o, "pool_target",
 			       json_object_new_int64(cfg->pool_size + cfg->code_prewarm));
 	json_object_object_add(o, "pool_built", json_object_new_int64((int64_t)m->pool_built));

@@ -11,7 +11,7 @@
 
 enum { POOL_NATIVE, POOL_KERNEL };
 
-#define POOL_PACE_MS 20 /* between builds while the pool still has sandboxes to hand out */
+#define POOL_PACE_MS 20 /* no build this soon after a hand-over */
 
 static size_t pool_target(const Manager *m, int which)
 {
@@ -118,16 +118,17 @@ static void on_pool_timer(Loop *l, void *data)
 
 void pool_schedule(Manager *m)
 {
-	/* Builds wait this long after a hand-over, so that the session just handed out gets
-	 * its first calls answered before a spawn takes the loop for a few milliseconds. */
-	uint64_t delay = m->pool_n[POOL_NATIVE] + m->pool_n[POOL_KERNEL] > 0 ? POOL_PACE_MS : 0;
+	/* A build waits until POOL_PACE_MS after the last hand-over, so the session just
+	 * handed out gets its first calls answered before a spawn takes the loop. */
+	uint64_t now = now_ms(), ready_at = m->pool_last_take_ms + POOL_PACE_MS;
 
 	if (m->pool_timer)
 		return;
 	if (m->pool_n[POOL_NATIVE] >= pool_target(m, POOL_NATIVE) &&
 	    m->pool_n[POOL_KERNEL] >= pool_target(m, POOL_KERNEL))
 		return;
-	loop_add_timer(m->loop, delay, on_pool_timer, m, &m->pool_timer);
+	loop_add_timer(m->loop, ready_at > now ? ready_at - now : 0, on_pool_timer, m,
+		       &m->pool_timer);
 }
 
 Session *pool_take(Manager *m, bool kernel)
@@ -140,6 +141,7 @@ Session *pool_take(Manager *m, bool kernel)
 	pool_unlink(s);
 	s->id[0] = '\0';
 	m->pool_taken++;
+	m->pool_last_take_ms = now_ms();
 	sandbox_cpu_background(m->env, s->rid, false);
 	return s;
 }

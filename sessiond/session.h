@@ -150,6 +150,7 @@ struct Manager {
 	size_t pool_n[2];
 	LoopSource *pool_timer; /* the next refill step */
 	uint64_t pool_built, pool_taken;
+	uint64_t pool_last_take_ms; /* monotonic time of the last hand-over */
 	size_t n_sessions;
 	Zombie *zombies;		  /* sandboxes being torn down */
 	uint8_t *uids;			  /* one byte per uid in the range: in use */
