@@ -283,3 +283,40 @@ def test_a_cell_deaf_to_the_interrupt_ends_the_harness_and_its_kernel(server):
         assert not (server.wait_kernels(lambda now: not (now & mine)) & mine)
     finally:
         h.close()
+
+
+def test_sigint_while_waiting_for_a_silent_server_answers_130():
+    # A "server" that takes connections and never answers.
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    silent.settimeout(15)
+    port = silent.getsockname()[1]
+    h = EndpointHarness(f"http://127.0.0.1:{port}/",
+                        extra={"PADDOCK_JUPYTER_REST_TIMEOUT": "3",
+                               "PADDOCK_JUPYTER_START_TIMEOUT": "3"})
+    held = []
+    try:
+        held.append(silent.accept()[0])     # the start at launch; it gives up after 3 s
+        rid = h.send_request("1")
+        held.append(silent.accept()[0])     # the request's own attempt
+        t0 = time.monotonic()
+        h.interrupt()
+        reply, _, _ = h.finish()
+        assert time.monotonic() - t0 < 2
+        assert reply["id"] == rid and reply["return_code"] == 130
+        assert reply["error"]["ename"] == "KeyboardInterrupt"
+    finally:
+        h.terminate()
+        h.close()
+        for c in held:
+            c.close()
+        silent.close()
+
+
+def test_a_kernel_that_dies_under_a_cell_is_an_error_and_the_next_cell_runs(ep):
+    ep.run("lost = 1")
+    reply, _, _ = ep.run("import os\nos._exit(3)")
+    assert reply["status"] == "error" and reply["error"]["ename"] == "DeadKernel", reply
+    reply, _, err = ep.run("'lost' in dir()")
+    assert reply["result"] == {"text/plain": "False"}, (reply, err)
