@@ -64,6 +64,7 @@ START_TIMEOUT = _env_seconds("PADDOCK_JUPYTER_START_TIMEOUT", 30.0)   # kernel u
 INTERRUPT_WAIT = _env_seconds("PADDOCK_JUPYTER_INTERRUPT_WAIT", 1.5)  # reply after an interrupt
 FRAME_TIMEOUT = 30.0   # the rest of a websocket frame once it has begun to arrive
 PING_EVERY = 20.0      # a silent websocket is pinged; no answer in as long again: gone
+IDLE_AFTER_REPLY = 5.0  # the idle status after the execute_reply, at most
 DELETE_TIMEOUT = 2.0   # the kernel's deletion on the way out
 # After a failed interrupt the kernel is busy, and the server's deletion waits for it to
 # stop before killing it (seconds): the request is sent, the answer not awaited, so the
@@ -311,6 +312,7 @@ class Kernel:
                     "execution_state") in ("restarting", "dead"):
                 note = ("[paddock] the kernel on the Jupyter server died while idle and was "
                         "restarted; earlier state is lost\n")
+                self.drop()
         return note
 
     def drop(self):
@@ -440,25 +442,35 @@ class Kernel:
             "allow_stdin": False, "stop_on_error": False})
         result, error, display = None, None, []
         replied = idle = False
+        replied_at = None
         reply_status = None
         interrupted_at = None
         self.running = True
         try:
             while not (replied and idle):
                 deadline = None if interrupted_at is None else interrupted_at + INTERRUPT_WAIT
-                if self.interrupt_pending and interrupted_at is None:
+                if replied_at is not None:
+                    # The reply is in (the interrupt, if any, worked); the idle status ends
+                    # the cell's output, and should it be lost, the cell still ends.
+                    deadline = replied_at + IDLE_AFTER_REPLY
+                if self.interrupt_pending and interrupted_at is None and not replied:
                     interrupted_at = time.monotonic()
                     self.interrupt()
                     continue
                 msg = self.receive(deadline)
                 if msg is None:
-                    if interrupted_at is not None and time.monotonic() >= deadline:
+                    if deadline is not None and time.monotonic() >= deadline:
+                        if replied_at is not None:
+                            break
                         raise _InterruptFailed()
                     continue
                 if msg.get("parent_header", {}).get("msg_id") != msg_id:
                     if msg.get("msg_type") == "status" and msg.get("content", {}).get(
                             "execution_state") in ("restarting", "dead"):
-                        # The kernel died under the cell; the server restarts it empty.
+                        # The kernel died under the cell; the server restarts it empty. The
+                        # channel is opened anew for the next cell: the server's output
+                        # subscription to the new process may miss its first messages.
+                        self.drop()
                         return 1, None, _died_error(), []
                     continue
                 kind = msg.get("msg_type")
@@ -479,6 +491,7 @@ class Kernel:
                     idle = True
                 elif kind == "execute_reply":
                     replied = True
+                    replied_at = time.monotonic()
                     reply_status = content.get("status")
                     if reply_status == "error" and error is None:
                         error = _error_of(content)

@@ -7,7 +7,6 @@ The server's kernels inherit a marker variable the sandbox does not have, and ar
 of the server process: a cell that prints both proves where it ran.
 """
 
-import os
 import time
 
 import pytest
