@@ -10,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "body.h"
 #include "cleanup.h"
 #include "json_in.h"
 #include "json_out.h"
@@ -133,45 +134,31 @@ void code_sd_fail(ReqCtx *rq, int r, const SdReply *rep)
 int code_read_body(ReqCtx *rq, bool allow_empty, json_object **ret)
 {
 	const PaddockConfig *cfg = rq->app->cfg;
-	_cleanup_free_ char *body = NULL;
-	char err[256];
-	size_t len = 0, i;
-	int r;
+	BodyError e;
 
-	*ret = NULL;
-	r = http_read_all(&rq->http, (size_t)cfg->max_body_bytes, &body, &len);
-	if (r == -EFBIG) {
-		code_fail(rq, 413, "the request body is larger than %" PRId64 " bytes",
-			  cfg->max_body_bytes);
-		return -1;
-	}
-	if (r < 0) {
-		code_fail(rq, 400, "the request body could not be read");
-		return -1;
-	}
-	for (i = 0; i < len && body[i] && strchr(" \t\r\n", body[i]); i++)
-		;
-	if (i == len) {
+	if (body_read_json(&rq->http, (size_t)cfg->max_body_bytes, (int)cfg->json_max_depth, ret,
+			   &e) == 0)
+		return 0;
+	switch (e.kind) {
+	case BODY_EMPTY:
 		if (allow_empty)
 			return 0;
 		code_invalid(rq, NULL, "missing", "a JSON object body is required");
-		return -1;
-	}
-	r = json_in_parse(body, len, (int)cfg->json_max_depth, ret, err, sizeof(err));
-	if (r == -ENOMEM) {
-		code_fail(rq, 500, "out of memory");
-		return -1;
-	}
-	if (r < 0) {
-		code_invalid(rq, NULL, "json_invalid", "the body is not valid JSON: %s", err);
-		return -1;
-	}
-	if (!json_object_is_type(*ret, json_type_object)) {
-		json_putp(ret);
+		break;
+	case BODY_TOO_LARGE:
+		code_fail(rq, 413, "the request body is larger than %" PRId64 " bytes",
+			  cfg->max_body_bytes);
+		break;
+	case BODY_UNREADABLE: code_fail(rq, 400, "the request body could not be read"); break;
+	case BODY_NOT_JSON:
+		code_invalid(rq, NULL, "json_invalid", "the body is not valid JSON: %s", e.detail);
+		break;
+	case BODY_NOT_OBJECT:
 		code_invalid(rq, NULL, "model_type", "the body must be a JSON object");
-		return -1;
+		break;
+	case BODY_NO_MEMORY: code_fail(rq, 500, "out of memory"); break;
 	}
-	return 0;
+	return -1;
 }
 
 json_object *code_sd_request(ReqCtx *rq, const char *op, const char *session_id)

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "body.h"
 #include "cleanup.h"
 #include "json_in.h"
 #include "json_out.h"
@@ -93,46 +94,32 @@ void otari_sd_fail(ReqCtx *rq, int r, const SdReply *rep)
 static int read_json(ReqCtx *rq, bool allow_empty, json_object **ret)
 {
 	const PaddockConfig *cfg = rq->app->cfg;
-	_cleanup_free_ char *body = NULL;
-	char err[256];
-	size_t len = 0, i;
-	int r;
+	BodyError e;
 
-	*ret = NULL;
-	r = http_read_all(&rq->http, (size_t)cfg->max_body_bytes, &body, &len);
-	if (r == -EFBIG) {
-		http_error(&rq->http, 413, NULL,
-			   "the request body is larger than %" PRId64 " bytes",
-			   cfg->max_body_bytes);
-		return -1;
-	}
-	if (r < 0) {
-		http_error(&rq->http, 400, NULL, "the request body could not be read");
-		return -1;
-	}
-	for (i = 0; i < len && strchr(" \t\r\n", body[i]) && body[i]; i++)
-		;
-	if (i == len) {
+	if (body_read_json(&rq->http, (size_t)cfg->max_body_bytes, (int)cfg->json_max_depth, ret,
+			   &e) == 0)
+		return 0;
+	switch (e.kind) {
+	case BODY_EMPTY:
 		if (allow_empty)
 			return 0;
 		http_error(&rq->http, 422, NULL, "a JSON object body is required");
-		return -1;
-	}
-	r = json_in_parse(body, len, (int)cfg->json_max_depth, ret, err, sizeof(err));
-	if (r == -ENOMEM) {
-		http_error(&rq->http, 500, NULL, "out of memory");
-		return -1;
-	}
-	if (r < 0) {
-		http_error(&rq->http, 422, NULL, "%s", err);
-		return -1;
-	}
-	if (!json_object_is_type(*ret, json_type_object)) {
-		json_putp(ret);
+		break;
+	case BODY_TOO_LARGE:
+		http_error(&rq->http, 413, NULL,
+			   "the request body is larger than %" PRId64 " bytes",
+			   cfg->max_body_bytes);
+		break;
+	case BODY_UNREADABLE:
+		http_error(&rq->http, 400, NULL, "the request body could not be read");
+		break;
+	case BODY_NOT_JSON: http_error(&rq->http, 422, NULL, "%s", e.detail); break;
+	case BODY_NOT_OBJECT:
 		http_error(&rq->http, 422, NULL, "the body must be a JSON object");
-		return -1;
+		break;
+	case BODY_NO_MEMORY: http_error(&rq->http, 500, NULL, "out of memory"); break;
 	}
-	return 0;
+	return -1;
 }
 
 /* An optional integer >= 1 (null: absent) copied into the sessiond request. */

@@ -66,10 +66,6 @@
 #define EDITOR_UNDO_BUDGET (32u << 20)
 #define EDITOR_UNDO_OVERHEAD 64 /* bookkeeping charged per snapshot */
 #define EDITOR_VIEW_MAX_ENTRIES 1000
-#define EDITOR_OPEN_TRIES 8
-
-/* The same confinement wsfs uses, for the few opens the editor does itself. */
-#define EDITOR_RESOLVE (RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
 
 /* Returned by steps that have written an editor failure into the result. */
 #define EDITOR_FAILED 1
@@ -617,20 +613,6 @@ static int listing_add(Listing *l, const char *prefix, const char *name, bool di
 	return 0;
 }
 
-static int editor_openat2(int dfd, const char *path, uint64_t flags)
-{
-	struct open_how how = { .flags = flags | O_CLOEXEC, .resolve = EDITOR_RESOLVE };
-
-	for (int i = 0; i < EDITOR_OPEN_TRIES; i++) {
-		long fd = syscall(SYS_openat2, dfd, path, &how, sizeof(how));
-		if (fd >= 0)
-			return (int)fd;
-		if (errno != EAGAIN)
-			return -errno;
-	}
-	return -EAGAIN;
-}
-
 /* List dfd (ownership taken), whose workspace-relative name is prefix, depth levels deep. */
 static int list_dir(Listing *l, int dfd, const char *prefix, unsigned depth)
 {
@@ -667,8 +649,8 @@ static int list_dir(Listing *l, int dfd, const char *prefix, unsigned depth)
 				sub = NULL;
 				return -ENOMEM;
 			}
-			fd = editor_openat2(dirfd(d), de->d_name,
-					    O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+			fd = wsfs_openat2(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW,
+					  0);
 			if (fd == -ENOMEM || fd == -EMFILE || fd == -ENFILE)
 				return fd;
 			if (fd >= 0) {
@@ -693,7 +675,7 @@ static int view_dir(EditorReq *q)
 	size_t len = 0, pos = 0;
 	int fd, r;
 
-	fd = editor_openat2(q->ws_fd, q->rel, O_RDONLY | O_DIRECTORY);
+	fd = wsfs_openat2(q->ws_fd, q->rel, O_RDONLY | O_DIRECTORY, 0);
 	if (fd < 0)
 		return fail_errno(q, fd, false);
 	r = list_dir(&l, fd, strcmp(q->rel, ".") == 0 ? "" : q->rel, 2);
@@ -795,7 +777,7 @@ static int cmd_create(EditorReq *q, const EditorArgs *args)
 		return fail(q, "file too large: %s", q->path);
 
 	/* Anything there counts, a symlink (unfollowed) included. */
-	fd = editor_openat2(q->ws_fd, q->rel, O_PATH | O_NOFOLLOW);
+	fd = wsfs_openat2(q->ws_fd, q->rel, O_PATH | O_NOFOLLOW, 0);
 	if (fd >= 0)
 		return fail(q, "already exists: %s", q->path);
 	if (fd != -ENOENT)

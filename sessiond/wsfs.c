@@ -50,7 +50,7 @@ static void json_putp(struct json_object **o)
 	json_object_put(*o);
 }
 
-static int ws_openat2(int dfd, const char *path, uint64_t flags, uint64_t mode)
+int wsfs_openat2(int dfd, const char *path, uint64_t flags, uint64_t mode)
 {
 	struct open_how how = {
 		.flags = flags | O_CLOEXEC,
@@ -163,7 +163,7 @@ int wsfs_open_read(int ws_fd, const char *rel, struct stat *st)
 	if (!st)
 		st = &buf;
 	/* O_NONBLOCK so that a FIFO planted in the workspace cannot make the open hang. */
-	fd = ws_openat2(ws_fd, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
+	fd = wsfs_openat2(ws_fd, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
 	if (fd < 0)
 		return fd;
 	if (fstat(fd, st) < 0)
@@ -182,7 +182,7 @@ int wsfs_open_tmp(int ws_fd, uid_t uid, gid_t gid)
 {
 	_cleanup_close_ int fd = -1;
 
-	fd = ws_openat2(ws_fd, ".", O_TMPFILE | O_RDWR, 0644);
+	fd = wsfs_openat2(ws_fd, ".", O_TMPFILE | O_RDWR, 0644);
 	if (fd < 0)
 		return fd;
 	if (fchown(fd, uid, gid) < 0)
@@ -203,7 +203,7 @@ static int mkdir_step(int ws_fd, int parent, const char *prefix, const char *nam
 	_cleanup_close_ int fd = -1;
 	bool made = false;
 
-	fd = ws_openat2(ws_fd, prefix, O_PATH | O_DIRECTORY, 0);
+	fd = wsfs_openat2(ws_fd, prefix, O_PATH | O_DIRECTORY, 0);
 	if (fd != -ENOENT)
 		return TAKE_FD(fd);
 
@@ -213,7 +213,7 @@ static int mkdir_step(int ws_fd, int parent, const char *prefix, const char *nam
 		return -errno;
 
 	/* Open what is now there by name in parent, never through a symlink swapped in. */
-	fd = ws_openat2(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+	fd = wsfs_openat2(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
 	if (fd < 0)
 		return fd;
 	if (made && (fchown(fd, uid, gid) < 0 || fchmod(fd, 0755) < 0))
@@ -228,7 +228,7 @@ static int mkdirs_open(int ws_fd, const char *dir, uid_t uid, gid_t gid)
 	_cleanup_close_ int cur = -1;
 	size_t len = strlen(dir), i = 0;
 
-	cur = ws_openat2(ws_fd, ".", O_PATH | O_DIRECTORY, 0);
+	cur = wsfs_openat2(ws_fd, ".", O_PATH | O_DIRECTORY, 0);
 	if (cur < 0)
 		return cur;
 	if (strcmp(dir, ".") == 0)
@@ -321,7 +321,7 @@ int wsfs_commit(int ws_fd, int tmp_fd, const char *rel, uid_t uid, gid_t gid)
 		return r;
 	if (is_dot_or_dotdot(base)) {
 		/* Names a directory; first let the kernel say whether it is even inside. */
-		_cleanup_close_ int fd = ws_openat2(ws_fd, rel, O_PATH | O_DIRECTORY, 0);
+		_cleanup_close_ int fd = wsfs_openat2(ws_fd, rel, O_PATH | O_DIRECTORY, 0);
 		return fd < 0 ? fd : -EISDIR;
 	}
 
@@ -435,8 +435,8 @@ static int walk_dir(Walk *w, int dfd, size_t len, unsigned depth)
 		} else if (depth + 1 >= WS_WALK_MAX_DEPTH) {
 			w->truncated = true;
 		} else {
-			int child = ws_openat2(dirfd(d), de->d_name,
-					       O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+			int child = wsfs_openat2(dirfd(d), de->d_name,
+						 O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
 			if (child >= 0) {
 				r = walk_dir(w, child, plen, depth + 1);
 				if (r != 0) {
@@ -460,7 +460,7 @@ static int walk_start(Walk *w, int ws_fd, const char *rel)
 	size_t len = 0;
 	int fd, r;
 
-	fd = ws_openat2(ws_fd, start, O_RDONLY | O_DIRECTORY, 0);
+	fd = wsfs_openat2(ws_fd, start, O_RDONLY | O_DIRECTORY, 0);
 	if (fd < 0)
 		return fd;
 	if (strcmp(start, ".") != 0) {

@@ -19,6 +19,10 @@ struct json_object;
  */
 int wsfs_normalize(const char *api_path, bool allow_root, char *out, size_t outlen);
 
+/* openat2() relative to dfd, never leaving it (RESOLVE_BENEATH, no magic links, no other
+ * mount), O_CLOEXEC added, retried when the kernel asks to; -errno on failure. */
+int wsfs_openat2(int dfd, const char *path, uint64_t flags, uint64_t mode);
+
 /* Open a regular file for reading. -EISDIR for a directory, -ENOENT, -EXDEV or -ELOOP
  * when the path leaves the workspace or goes through a symlink out. */
 int wsfs_open_read(int ws_fd, const char *rel, struct stat *st);

@@ -769,23 +769,8 @@ int sandbox_usage(SandboxEnv *env, const char *id, SandboxUsage *ret)
 int cgroup_list_ids(const SandboxEnv *env, char ***ids, size_t *n, size_t *cap)
 {
 	for (size_t i = 0; i < env->n_hier; i++) {
-		DIR *d = opendir(env->hier[i].parent);
-		struct dirent *de;
-		int r = 0;
+		int r = ids_add_dir(env->hier[i].parent, ids, n, cap);
 
-		if (!d) {
-			if (errno == ENOENT)
-				continue;
-			return -errno;
-		}
-		while ((de = readdir(d))) {
-			if (de->d_type != DT_DIR || !sandbox_id_valid(de->d_name))
-				continue;
-			r = ids_add(ids, n, cap, de->d_name);
-			if (r < 0)
-				break;
-		}
-		closedir(d);
 		if (r < 0)
 			return r;
 	}

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The sandbox environment fixed for the daemon's lifetime, session ids, and the last error. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -89,6 +90,25 @@ bool sandbox_id_valid(const char *id)
 			return false;
 	}
 	return n > 0;
+}
+
+int ids_add_dir(const char *dir, char ***ids, size_t *n, size_t *cap)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	int r = 0;
+
+	if (!d)
+		return errno == ENOENT ? 0 : -errno;
+	while ((de = readdir(d))) {
+		if (de->d_type != DT_DIR || !sandbox_id_valid(de->d_name))
+			continue;
+		r = ids_add(ids, n, cap, de->d_name);
+		if (r < 0)
+			break;
+	}
+	closedir(d);
+	return r;
 }
 
 int ids_add(char ***ids, size_t *n, size_t *cap, const char *id)

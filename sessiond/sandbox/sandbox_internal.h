@@ -211,6 +211,8 @@ int workspace_list_ids(const SandboxEnv *env, char ***ids, size_t *n, size_t *ca
 
 /* Append a copy of id to a growing array unless it is already there. */
 int ids_add(char ***ids, size_t *n, size_t *cap, const char *id);
+/* ids_add() every subdirectory of dir named like a session; a missing dir adds nothing. */
+int ids_add_dir(const char *dir, char ***ids, size_t *n, size_t *cap);
 
 /*
  * Join a and b with a slash into buf without allocating (safe between clone and

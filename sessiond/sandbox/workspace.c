@@ -86,19 +86,5 @@ int workspace_open(const SandboxEnv *env, const char *id)
 
 int workspace_list_ids(const SandboxEnv *env, char ***ids, size_t *n, size_t *cap)
 {
-	DIR *d = opendir(env->workspaces_dir);
-	struct dirent *de;
-	int r = 0;
-
-	if (!d)
-		return errno == ENOENT ? 0 : -errno;
-	while ((de = readdir(d))) {
-		if (de->d_type != DT_DIR || !sandbox_id_valid(de->d_name))
-			continue;
-		r = ids_add(ids, n, cap, de->d_name);
-		if (r < 0)
-			break;
-	}
-	closedir(d);
-	return r;
+	return ids_add_dir(env->workspaces_dir, ids, n, cap);
 }

@@ -7,17 +7,7 @@
 
 #include "json_in.h"
 
-static int passed, failed;
-
-#define CHECK(cond)                                                                                \
-	do {                                                                                       \
-		if (cond) {                                                                        \
-			passed++;                                                                  \
-		} else {                                                                           \
-			failed++;                                                                  \
-			fprintf(stderr, "%s:%d: FAILED: %s\n", __FILE__, __LINE__, #cond);         \
-		}                                                                                  \
-	} while (0)
+#include "unit.h"
 
 static int parse(const char *s, size_t len, int depth, char *err)
 {
@@ -153,6 +143,5 @@ int main(void)
 	test_parse();
 	test_getters();
 	test_utf8();
-	printf("%d passed, %d failed\n", passed, failed);
-	return failed ? 1 : 0;
+	return unit_summary();
 }

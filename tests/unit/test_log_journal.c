@@ -15,17 +15,7 @@
 #define JOURNAL_DIR "/run/systemd/journal"
 #define JOURNAL_SOCKET JOURNAL_DIR "/socket"
 
-static int failures, passes;
-
-#define CHECK(c)                                                                                   \
-	do {                                                                                       \
-		if (c) {                                                                           \
-			passes++;                                                                  \
-		} else {                                                                           \
-			failures++;                                                                \
-			fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #c);      \
-		}                                                                                  \
-	} while (0)
+#include "unit.h"
 
 /* Whether the native-protocol datagram holds the line "field\n". */
 static bool has_field(const char *dgram, size_t len, const char *field)
@@ -94,6 +84,5 @@ int main(void)
 		rmdir(JOURNAL_DIR);
 	if (made_run)
 		rmdir("/run/systemd");
-	printf("%d passed, %d failed\n", passes, failures);
-	return failures ? 1 : 0;
+	return unit_summary();
 }

@@ -8,17 +8,7 @@
 
 #include "multipart.h"
 
-static int passed, failed;
-
-#define CHECK(cond)                                                                                \
-	do {                                                                                       \
-		if (cond) {                                                                        \
-			passed++;                                                                  \
-		} else {                                                                           \
-			failed++;                                                                  \
-			fprintf(stderr, "%s:%d: FAILED: %s\n", __FILE__, __LINE__, #cond);         \
-		}                                                                                  \
-	} while (0)
+#include "unit.h"
 
 /* What the callbacks saw, as one transcript: "[name|filename]data{end}". */
 struct transcript {
@@ -373,6 +363,5 @@ int main(void)
 	test_disposition_params();
 	test_boundary_from_content_type();
 	test_garbage();
-	printf("%d passed, %d failed\n", passed, failed);
-	return failed ? 1 : 0;
+	return unit_summary();
 }

@@ -7,17 +7,7 @@
 
 #include "route.h"
 
-static int passed, failed;
-
-#define CHECK(cond)                                                                                \
-	do {                                                                                       \
-		if (cond) {                                                                        \
-			passed++;                                                                  \
-		} else {                                                                           \
-			failed++;                                                                  \
-			fprintf(stderr, "%s:%d: FAILED: %s\n", __FILE__, __LINE__, #cond);         \
-		}                                                                                  \
-	} while (0)
+#include "unit.h"
 
 static void h(ReqCtx *rq)
 {
@@ -156,6 +146,5 @@ int main(void)
 	test_decode();
 	test_id();
 	test_query();
-	printf("%d passed, %d failed\n", passed, failed);
-	return failed ? 1 : 0;
+	return unit_summary();
 }

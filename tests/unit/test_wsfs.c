@@ -19,17 +19,7 @@
 #include "cleanup.h"
 #include "wsfs.h"
 
-static int passed, failed;
-
-#define CHECK(cond)                                                                                \
-	do {                                                                                       \
-		if (cond) {                                                                        \
-			passed++;                                                                  \
-		} else {                                                                           \
-			failed++;                                                                  \
-			fprintf(stderr, "%s:%d: FAILED: %s\n", __FILE__, __LINE__, #cond);         \
-		}                                                                                  \
-	} while (0)
+#include "unit.h"
 
 #define UID 4242
 #define GID 4243
@@ -590,6 +580,5 @@ int main(void)
 	test_mime();
 
 	teardown();
-	printf("%d passed, %d failed\n", passed, failed);
-	return failed ? 1 : 0;
+	return unit_summary();
 }
