@@ -61,7 +61,7 @@ def _env_seconds(name, default):
 # Bounds on every network wait (seconds).
 REST_TIMEOUT = _env_seconds("PADDOCK_JUPYTER_REST_TIMEOUT", 5.0)      # one REST call
 START_TIMEOUT = _env_seconds("PADDOCK_JUPYTER_START_TIMEOUT", 30.0)   # kernel up and answering
-INTERRUPT_WAIT = _env_seconds("PADDOCK_JUPYTER_INTERRUPT_WAIT", 1.5)  # reply after an interrupt
+INTERRUPT_WAIT = _env_seconds("PADDOCK_JUPYTER_INTERRUPT_WAIT", 1.2)  # reply after an interrupt
 FRAME_TIMEOUT = 30.0   # the rest of a websocket frame once it has begun to arrive
 PING_EVERY = 20.0      # a silent websocket is pinged; no answer in as long again: gone
 IDLE_AFTER_REPLY = 5.0  # the idle status after the execute_reply, at most

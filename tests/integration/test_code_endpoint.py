@@ -116,6 +116,22 @@ def test_timeout_interrupts_and_keeps_state(cc):
     assert cc.delete(sid).env["data"]["deleted"] is True
 
 
+def test_a_cell_deaf_to_the_interrupt_resets_the_session(cc, server):
+    sid = "ep-deaf"
+    before = server.kernel_ids()
+    cc.run("gone = 1", session_id=sid)
+    first = _new_kernels(server, before)
+    d = cc.run("import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+               "time.sleep(60)", session_id=sid, timeout=1)
+    assert d["status"] == "timeout", d
+    assert "state was reset" in d["stderr"], d
+    d = cc.run("'gone' in dir()", session_id=sid)
+    assert outputs_of(d, "execute_result")[0]["data"]["text/plain"] == "False"
+    # The old kernel went from the server; the session has a new one.
+    assert not (server.wait_kernels(lambda ids: not (ids & first)) & first)
+    assert cc.delete(sid).env["data"]["deleted"] is True
+
+
 def test_delete_removes_the_kernel_on_the_server(cc, server):
     sid = "ep-delete"
     before = server.kernel_ids()
