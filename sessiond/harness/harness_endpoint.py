@@ -282,17 +282,26 @@ class Kernel:
             raise
 
     def wait_ready(self):
-        """kernel_info_request until the kernel answers: it is up and listening."""
+        """kernel_info_request until the kernel answers on both channels: the reply proves
+        it listens, and a status message for the same request proves that the server's
+        output subscription to this kernel process is live (a fresh subscription misses the
+        first messages, and a cell's result would be lost with them)."""
         deadline = time.monotonic() + START_TIMEOUT
         while True:
             msg_id = self.send("kernel_info_request", {})
             resend = time.monotonic() + 1.0
+            replied = published = False
             while time.monotonic() < resend:
                 msg = self.receive(min(resend, deadline))
                 if msg is None:
                     break
-                if msg.get("parent_header", {}).get("msg_id") == msg_id and \
-                        msg.get("msg_type") == "kernel_info_reply":
+                if msg.get("parent_header", {}).get("msg_id") != msg_id:
+                    continue
+                if msg.get("msg_type") == "kernel_info_reply":
+                    replied = True
+                elif msg.get("msg_type") == "status":
+                    published = True
+                if replied and published:
                     return
             if time.monotonic() >= deadline:
                 raise EndpointError(f"the kernel on {self.ep.shown} did not answer within "
