@@ -809,13 +809,13 @@ class Bench:
                     wenv[prewarm] = "1"
                     warm_stack = ps.Stack(name=f"bench-{tier}-warm", env=wenv).start()
                     try:
-                            def settle(st=warm_stack):
-                        # Ready means the warm interpreter has answered its first request.
-                        deadline = time.monotonic() + 120
-                        while self.stats(st).get("pool_started", 0) < 1:
-                            assert time.monotonic() < deadline, "the pool did not refill"
-                            time.sleep(0.01)
-                    warm = ct.summary_ms(ct.one_offs(warm_stack.port, lang,
+                        def settle(st=warm_stack):
+                            # Ready: the warm interpreter has answered its first request.
+                            deadline = time.monotonic() + 120
+                            while self.stats(st).get("pool_started", 0) < 1:
+                                assert time.monotonic() < deadline, "the pool did not refill"
+                                time.sleep(0.01)
+                        warm = ct.summary_ms(ct.one_offs(warm_stack.port, lang,
                                                          max(3, a.code_n // 5), settle))
                     finally:
                         for p in warm_stack.stop():
