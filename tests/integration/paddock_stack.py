@@ -58,6 +58,16 @@ def openapi_path():
     return None
 
 
+def sanitized_build():
+    """Whether BUILD_DIR was configured with PADDOCK_SANITIZE=ON (ASan keeps freed memory
+    in quarantine, so its processes' RSS says nothing about leaks: LeakSanitizer does)."""
+    try:
+        with open(os.path.join(BUILD_DIR, "CMakeCache.txt"), encoding="utf-8") as f:
+            return any(line.strip() == "PADDOCK_SANITIZE:BOOL=ON" for line in f)
+    except OSError:
+        return False
+
+
 def preflight():
     """What stops the stack from starting here, as a list of sentences."""
     problems = []

@@ -130,6 +130,9 @@ def test_mixed_load_leaves_nothing_behind(stacks):
     ws = os.listdir(os.path.join(stack.state_dir, "workspaces"))
     assert len(ws) == 4, f"workspaces left beyond the pool: {ws[:10]}"
     rss1 = rss_kib(sessiond)
-    # Allocator caches may keep a little; a leak per session would show as many MiB.
-    assert rss1 <= rss0 + 16 * 1024, f"sessiond RSS grew from {rss0} to {rss1} KiB"
+    if not ps.sanitized_build():
+        # Allocator caches may keep a little; a leak per session would show as many MiB.
+        # Under ASan freed memory sits in quarantine: there LeakSanitizer, whose report at
+        # the daemon's exit fails the stack's teardown, is the leak check.
+        assert rss1 <= rss0 + 16 * 1024, f"sessiond RSS grew from {rss0} to {rss1} KiB"
     stack.assert_alive()
