@@ -922,6 +922,9 @@ Manager *manager_free(Manager *m)
 		session_destroy(m->sessions, "shutdown");
 	pool_free_all(m);
 	zombies_drain(m);
+	/* A clean stop leaves no cgroup behind; kept sessions keep the parent busy anyway. */
+	if (m->env && !m->cfg->keep_sessions_on_exit)
+		sandbox_env_remove_cgroup_parent(m->env);
 	loop_remove(m->loop, m->reclaim);
 	for (int k = 0; k < INTERP_KIND_COUNT; k++)
 		for (int i = 0; i < 8; i++)

@@ -880,3 +880,26 @@ int sandbox_cpu_background(SandboxEnv *env, const char *id, bool background)
 		return cg_write(dir, "cpu.weight", background ? "1" : "100");
 	return cg_write(dir, "cpu.shares", background ? "2" : "1024");
 }
+
+void sandbox_env_remove_cgroup_parent(SandboxEnv *env)
+{
+	for (size_t i = 0; i < env->n_hier; i++) {
+		char up[PATH_MAX];
+		char *slash;
+
+		/* Busy (sessions left running for a restart) or gone: either way, nothing to do. */
+		if (!env->hier[i].parent || rmdir(env->hier[i].parent) < 0)
+			continue;
+		/* On v1 the default parent is paddock/<instance>: the shared level goes too once
+		 * the last installation on the host has left it empty. */
+		if (env->v2 ||
+		    snprintf(up, sizeof(up), "%s", env->hier[i].parent) >= (int)sizeof(up))
+			continue;
+		slash = strrchr(up, '/');
+		if (slash && strcmp(slash, "/paddock") != 0) {
+			*slash = '\0';
+			if (strcmp(strrchr(up, '/') ?: "", "/paddock") == 0)
+				rmdir(up);
+		}
+	}
+}

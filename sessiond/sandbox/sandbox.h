@@ -41,6 +41,8 @@ typedef struct Sandbox {
 /* Detect cgroup v1/v2, prepare the cgroup parent, open paddock-init. Caller frees. */
 int sandbox_env_new(const PaddockConfig *cfg, SandboxEnv **ret);
 SandboxEnv *sandbox_env_free(SandboxEnv *env);
+/* Remove this daemon's (empty) cgroup parent directories, at a clean stop. */
+void sandbox_env_remove_cgroup_parent(SandboxEnv *env);
 /* "v1" or "v2", for logs and capabilities. */
 const char *sandbox_env_cgroup_version(const SandboxEnv *env);
 
