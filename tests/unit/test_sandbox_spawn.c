@@ -21,44 +21,12 @@
 #include "config.h"
 #include "init_proto.h"
 #include "sandbox.h"
+#include "test_sandbox_util.h"
 
 #define ID "t1"
 #define MEMORY_BYTES (256LL << 20)
 #define TIMEOUT_MS 10000
 #define SPAWN_RUNS 20
-
-static int failures;
-
-#define CHECK(cond, ...)                                                                           \
-	do {                                                                                       \
-		if (!(cond)) {                                                                     \
-			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);            \
-			fprintf(stderr, __VA_ARGS__);                                              \
-			fputc('\n', stderr);                                                       \
-			failures++;                                                                \
-		}                                                                                  \
-	} while (0)
-
-static _Noreturn void skip(const char *why)
-{
-	printf("SKIP: %s\n", why);
-	exit(77);
-}
-
-static _Noreturn void die(const char *what, int err)
-{
-	fprintf(stderr, "FATAL: %s: %s (%s)\n", what, strerror(err < 0 ? -err : err),
-		sandbox_last_error());
-	exit(1);
-}
-
-static double now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
 
 static bool namespaces_available(void)
 {
@@ -75,19 +43,7 @@ static bool namespaces_available(void)
 	return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
-static int send_req(int ctl, const struct init_msg *m, const char *blob, size_t bloblen)
-{
-	char buf[INIT_MSG_MAX];
-
-	if (sizeof(*m) + bloblen > sizeof(buf))
-		return -EMSGSIZE;
-	memcpy(buf, m, sizeof(*m));
-	if (bloblen)
-		memcpy(buf + sizeof(*m), blob, bloblen);
-	return send(ctl, buf, sizeof(*m) + bloblen, MSG_NOSIGNAL) < 0 ? -errno : 0;
-}
-
-/* Receive one message and up to 4 fds; -ETIMEDOUT if nothing comes. */
+/* Any one message from init, with the descriptors it carries. */
 static int recv_msg(int ctl, struct init_msg *m, int fds[4], int *nfds)
 {
 	union {
@@ -121,111 +77,6 @@ static int recv_msg(int ctl, struct init_msg *m, int fds[4], int *nfds)
 	return 0;
 }
 
-/* Wait for a message of op; with tag != 0 only that tag. Others are dropped. */
-static int wait_for(int ctl, uint32_t op, uint32_t tag, struct init_msg *m, int fds[4])
-{
-	double deadline = now_ms() + TIMEOUT_MS;
-
-	while (now_ms() < deadline) {
-		int nfds, got[4], r = recv_msg(ctl, m, got, &nfds);
-
-		if (r < 0)
-			return r;
-		if (m->op == op && (tag == 0 || m->tag == tag)) {
-			if (fds)
-				memcpy(fds, got, sizeof(got));
-			else
-				for (int i = 0; i < nfds; i++)
-					close(got[i]);
-			return nfds;
-		}
-		if (m->op == INIT_ERROR)
-			fprintf(stderr, "init error: step %u: %s\n", m->step, strerror(m->status));
-		for (int i = 0; i < nfds; i++)
-			close(got[i]);
-	}
-	return -ETIMEDOUT;
-}
-
-/* Start argv in the sandbox; fds get pidfd, ctl, stdout, stderr. */
-static int spawn_argv(int ctl, uint32_t tag, const char *const *argv, int fds[4], pid_t *pid)
-{
-	static const char env[] = "PATH=/usr/bin:/bin\0HOME=/workspace\0";
-	char blob[8192];
-	size_t len = 0;
-	struct init_msg m = { .op = INIT_SPAWN, .seq = tag, .tag = tag };
-	int r;
-
-	for (size_t i = 0; argv[i]; i++) {
-		size_t l = strlen(argv[i]) + 1;
-
-		if (len + l + sizeof(env) + 2 > sizeof(blob))
-			return -E2BIG;
-		memcpy(blob + len, argv[i], l);
-		len += l;
-	}
-	blob[len++] = '\0';
-	memcpy(blob + len, env, sizeof(env) - 1);
-	len += sizeof(env) - 1;
-	blob[len++] = '\0';
-	r = send_req(ctl, &m, blob, len);
-	if (r < 0)
-		return r;
-	r = wait_for(ctl, INIT_SPAWNED, tag, &m, fds);
-	if (r < 0)
-		return r;
-	if (r != 4)
-		return -EBADMSG;
-	*pid = m.pid;
-	return 0;
-}
-
-static int spawn_sh(int ctl, uint32_t tag, const char *script, int fds[4], pid_t *pid)
-{
-	const char *argv[] = { "/bin/sh", "-c", script, NULL };
-
-	return spawn_argv(ctl, tag, argv, fds, pid);
-}
-
-static ssize_t read_all(int fd, char *buf, size_t len)
-{
-	size_t got = 0;
-
-	while (got + 1 < len) {
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		ssize_t n;
-
-		if (poll(&p, 1, TIMEOUT_MS) <= 0)
-			return -ETIMEDOUT;
-		n = read(fd, buf + got, len - 1 - got);
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			break;
-		got += n;
-	}
-	buf[got] = '\0';
-	return got;
-}
-
-static void close_fds(int fds[4])
-{
-	for (int i = 0; i < 4; i++)
-		if (fds[i] >= 0)
-			close(fds[i]);
-}
-
-static bool has_line(const char *out, const char *line)
-{
-	size_t l = strlen(line);
-
-	for (const char *p = out; (p = strstr(p, line)); p += l)
-		if ((p == out || p[-1] == '\n') && (p[l] == '\n' || p[l] == '\0'))
-			return true;
-	return false;
-}
-
-/* Is lo up in the sandbox's network namespace? Asked from outside, through the pidfd. */
 static bool lo_up(int pidfd)
 {
 	int self = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC), s = -1;
@@ -237,7 +88,7 @@ static bool lo_up(int pidfd)
 	if (setns(pidfd, CLONE_NEWNET) == 0) {
 		s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 		if (setns(self, CLONE_NEWNET) < 0)
-			die("returning to our netns", errno);
+			tu_die("returning to our netns", errno);
 	}
 	close(self);
 	if (s < 0)
@@ -348,45 +199,45 @@ static void probe(Sandbox *sb, uid_t uid, int64_t nofile)
 	pid_t pid = 0;
 	int r;
 
-	r = spawn_sh(sb->ctl_fd, 7, script, fds, &pid);
+	r = tu_spawn_sh(sb->ctl_fd, 7, script, fds, &pid);
 	if (r < 0)
-		die("INIT_SPAWN of the probe", r);
-	CHECK(read_all(fds[2], out, sizeof(out)) > 0, "no probe output");
+		tu_die("INIT_SPAWN of the probe", r);
+	CHECK(tu_read_all(fds[2], out, sizeof(out)) > 0, "no probe output");
 	printf("probe output:\n%s", out);
-	r = wait_for(sb->ctl_fd, INIT_EXITED, 7, &m, NULL);
+	r = tu_wait_for(sb->ctl_fd, INIT_EXITED, 7, &m, NULL);
 	CHECK(r >= 0 && m.pid == pid && WIFEXITED(m.status) && WEXITSTATUS(m.status) == 0,
 	      "probe exit: r=%d status=%#x", r, m.status);
-	close_fds(fds);
+	tu_close_fds(fds);
 
 	snprintf(want, sizeof(want), "uid=%u", (unsigned)uid);
-	CHECK(has_line(out, want), "want %s", want);
-	CHECK(has_line(out, "user=sandbox"), "passwd names the session uid sandbox");
-	CHECK(has_line(out, "NoNewPrivs:\t1"), "no_new_privs");
-	CHECK(has_line(out, "CapEff:\t0000000000000000"), "effective caps");
-	CHECK(has_line(out, "CapPrm:\t0000000000000000"), "permitted caps");
-	CHECK(has_line(out, "CapBnd:\t0000000000000000"), "bounding set");
-	CHECK(has_line(out, "ifaces=lo,"), "only lo in the netns");
-	CHECK(has_line(out, "root=ro"), "/ read-only");
-	CHECK(has_line(out, "usr=ro"), "/usr read-only");
-	CHECK(has_line(out, "ws=rw"), "/workspace writable");
-	CHECK(has_line(out, "tmp=rw"), "/tmp writable");
-	CHECK(has_line(out, "shadow=absent"), "/etc/shadow hidden");
-	CHECK(has_line(out, "pid=2") || has_line(out, "pid=3"), "shell pid small (pid ns)");
-	CHECK(has_line(out, "host=sandbox"), "hostname");
-	CHECK(has_line(out, "cwd=/workspace"), "cwd");
-	CHECK(has_line(out, "stdin="), "stdin is /dev/null");
-	CHECK(has_line(out, "devnull=ok"), "/dev/null writable");
-	CHECK(has_line(out, "urandom=4"), "/dev/urandom readable");
-	CHECK(has_line(out, "shm=rw"), "/dev/shm writable");
-	CHECK(has_line(out, "dev=ro"), "/dev read-only");
-	CHECK(has_line(out, "etc=ro"), "/etc read-only");
-	CHECK(has_line(out, "keys=masked"), "/proc/keys masked");
-	CHECK(has_line(out, "procsys=ro"), "/proc/sys read-only");
-	CHECK(has_line(out, "ws_flags=ok"), "/workspace nosuid,nodev");
-	CHECK(has_line(out, "tmp_flags=ok"), "/tmp nosuid,nodev");
-	CHECK(has_line(out, "core=0"), "no core dumps");
+	CHECK(tu_has_line(out, want), "want %s", want);
+	CHECK(tu_has_line(out, "user=sandbox"), "passwd names the session uid sandbox");
+	CHECK(tu_has_line(out, "NoNewPrivs:\t1"), "no_new_privs");
+	CHECK(tu_has_line(out, "CapEff:\t0000000000000000"), "effective caps");
+	CHECK(tu_has_line(out, "CapPrm:\t0000000000000000"), "permitted caps");
+	CHECK(tu_has_line(out, "CapBnd:\t0000000000000000"), "bounding set");
+	CHECK(tu_has_line(out, "ifaces=lo,"), "only lo in the netns");
+	CHECK(tu_has_line(out, "root=ro"), "/ read-only");
+	CHECK(tu_has_line(out, "usr=ro"), "/usr read-only");
+	CHECK(tu_has_line(out, "ws=rw"), "/workspace writable");
+	CHECK(tu_has_line(out, "tmp=rw"), "/tmp writable");
+	CHECK(tu_has_line(out, "shadow=absent"), "/etc/shadow hidden");
+	CHECK(tu_has_line(out, "pid=2") || tu_has_line(out, "pid=3"), "shell pid small (pid ns)");
+	CHECK(tu_has_line(out, "host=sandbox"), "hostname");
+	CHECK(tu_has_line(out, "cwd=/workspace"), "cwd");
+	CHECK(tu_has_line(out, "stdin="), "stdin is /dev/null");
+	CHECK(tu_has_line(out, "devnull=ok"), "/dev/null writable");
+	CHECK(tu_has_line(out, "urandom=4"), "/dev/urandom readable");
+	CHECK(tu_has_line(out, "shm=rw"), "/dev/shm writable");
+	CHECK(tu_has_line(out, "dev=ro"), "/dev read-only");
+	CHECK(tu_has_line(out, "etc=ro"), "/etc read-only");
+	CHECK(tu_has_line(out, "keys=masked"), "/proc/keys masked");
+	CHECK(tu_has_line(out, "procsys=ro"), "/proc/sys read-only");
+	CHECK(tu_has_line(out, "ws_flags=ok"), "/workspace nosuid,nodev");
+	CHECK(tu_has_line(out, "tmp_flags=ok"), "/tmp nosuid,nodev");
+	CHECK(tu_has_line(out, "core=0"), "no core dumps");
 	snprintf(want, sizeof(want), "nofile=%lld", (long long)nofile);
-	CHECK(has_line(out, want), "want %s", want);
+	CHECK(tu_has_line(out, want), "want %s", want);
 }
 
 /* INIT_RESEND then PING: every live interpreter comes again with its fds, before the PONG. */
@@ -395,9 +246,9 @@ static void resend_test(Sandbox *sb, pid_t a, pid_t b)
 	struct init_msg m = { .op = INIT_RESEND, .seq = 40 };
 	int seen = 0;
 
-	CHECK(send_req(sb->ctl_fd, &m, NULL, 0) == 0, "send RESEND");
+	CHECK(tu_send(sb->ctl_fd, &m, NULL, 0) == 0, "send RESEND");
 	m = (struct init_msg){ .op = INIT_PING, .seq = 41 };
-	CHECK(send_req(sb->ctl_fd, &m, NULL, 0) == 0, "send PING");
+	CHECK(tu_send(sb->ctl_fd, &m, NULL, 0) == 0, "send PING");
 	for (;;) {
 		int fds[4], nfds, r = recv_msg(sb->ctl_fd, &m, fds, &nfds);
 
@@ -422,8 +273,8 @@ static void readopt_test(Sandbox *sb)
 	CHECK(fd >= 0, "pidfd_getfd: %s", strerror(errno));
 	if (fd < 0)
 		return;
-	CHECK(send_req(fd, &m, NULL, 0) == 0, "PING on the recovered fd");
-	r = wait_for(fd, INIT_PONG, 0, &m, NULL);
+	CHECK(tu_send(fd, &m, NULL, 0) == 0, "PING on the recovered fd");
+	r = tu_wait_for(fd, INIT_PONG, 0, &m, NULL);
 	CHECK(r >= 0 && m.seq == 99, "PONG on the recovered fd");
 	close(fd);
 }
@@ -439,28 +290,28 @@ static void error_test(Sandbox *sb)
 	pid_t pid;
 	int r;
 
-	CHECK(send_req(sb->ctl_fd, &m, NULL, 0) == 0, "send bad op");
-	r = wait_for(sb->ctl_fd, INIT_ERROR, 0, &m, NULL);
+	CHECK(tu_send(sb->ctl_fd, &m, NULL, 0) == 0, "send bad op");
+	r = tu_wait_for(sb->ctl_fd, INIT_ERROR, 0, &m, NULL);
 	CHECK(r >= 0 && m.seq == 2 && m.status == EINVAL, "bad op gets INIT_ERROR");
 
 	m = (struct init_msg){ .op = INIT_SPAWN, .seq = 3 };
-	CHECK(send_req(sb->ctl_fd, &m, bad_blob, sizeof(bad_blob)) == 0, "send bad blob");
-	r = wait_for(sb->ctl_fd, INIT_ERROR, 0, &m, NULL);
+	CHECK(tu_send(sb->ctl_fd, &m, bad_blob, sizeof(bad_blob)) == 0, "send bad blob");
+	r = tu_wait_for(sb->ctl_fd, INIT_ERROR, 0, &m, NULL);
 	CHECK(r >= 0 && m.seq == 3 && m.status == EINVAL, "bad blob gets INIT_ERROR");
 
 	CHECK(send(sb->ctl_fd, "hi", 2, 0) == 2, "send short datagram");
-	r = wait_for(sb->ctl_fd, INIT_ERROR, 0, &m, NULL);
+	r = tu_wait_for(sb->ctl_fd, INIT_ERROR, 0, &m, NULL);
 	CHECK(r >= 0 && m.status == EINVAL, "short datagram gets INIT_ERROR");
 
-	r = spawn_argv(sb->ctl_fd, 9, argv, fds, &pid);
+	r = tu_spawn_argv(sb->ctl_fd, 9, argv, fds, &pid);
 	CHECK(r == 0, "spawn of a missing program still forks: %s", strerror(-r));
 	if (r < 0)
 		return;
-	CHECK(read_all(fds[3], err, sizeof(err)) > 0 && strstr(err, "/nonexistent"),
+	CHECK(tu_read_all(fds[3], err, sizeof(err)) > 0 && strstr(err, "/nonexistent"),
 	      "exec error on stderr");
-	r = wait_for(sb->ctl_fd, INIT_EXITED, 9, &m, NULL);
+	r = tu_wait_for(sb->ctl_fd, INIT_EXITED, 9, &m, NULL);
 	CHECK(r >= 0 && WIFEXITED(m.status) && WEXITSTATUS(m.status) == 127, "exit 127");
-	close_fds(fds);
+	tu_close_fds(fds);
 }
 
 static void kill_test(SandboxEnv *env, Sandbox *sb)
@@ -472,13 +323,13 @@ static void kill_test(SandboxEnv *env, Sandbox *sb)
 	char line[64];
 	int r;
 
-	r = spawn_sh(sb->ctl_fd, 21, "exec sleep 1000", kept, &kept_pid);
+	r = tu_spawn_sh(sb->ctl_fd, 21, "exec sleep 1000", kept, &kept_pid);
 	if (r < 0)
-		die("INIT_SPAWN sleep", r);
-	r = spawn_sh(sb->ctl_fd, 22, "setsid sleep 1000 & echo started; exec sleep 1000", other,
-		     &other_pid);
+		tu_die("INIT_SPAWN sleep", r);
+	r = tu_spawn_sh(sb->ctl_fd, 22, "setsid sleep 1000 & echo started; exec sleep 1000", other,
+			&other_pid);
 	if (r < 0)
-		die("INIT_SPAWN setsid sleep", r);
+		tu_die("INIT_SPAWN setsid sleep", r);
 	/* The background sleep exists once the shell says so. */
 	{
 		struct pollfd p = { .fd = other[2], .events = POLLIN };
@@ -492,18 +343,18 @@ static void kill_test(SandboxEnv *env, Sandbox *sb)
 	      "pids.current before kill: %llu", (unsigned long long)u.pids_current);
 
 	m.keep[0] = kept_pid;
-	r = send_req(sb->ctl_fd, &m, NULL, 0);
+	r = tu_send(sb->ctl_fd, &m, NULL, 0);
 	CHECK(r == 0, "send INIT_KILL");
-	r = wait_for(sb->ctl_fd, INIT_KILLED, 0, &m, NULL);
+	r = tu_wait_for(sb->ctl_fd, INIT_KILLED, 0, &m, NULL);
 	CHECK(r >= 0 && m.seq == 50, "INIT_KILLED with keep");
 	CHECK(sandbox_usage(env, ID, &u) == 0 && u.pids_current == 2,
 	      "after kill with keep: init and the kept sleep remain, pids.current=%llu",
 	      (unsigned long long)u.pids_current);
 
 	m = (struct init_msg){ .op = INIT_KILL, .seq = 51 };
-	r = send_req(sb->ctl_fd, &m, NULL, 0);
+	r = tu_send(sb->ctl_fd, &m, NULL, 0);
 	CHECK(r == 0, "send INIT_KILL");
-	r = wait_for(sb->ctl_fd, INIT_KILLED, 0, &m, NULL);
+	r = tu_wait_for(sb->ctl_fd, INIT_KILLED, 0, &m, NULL);
 	CHECK(r >= 0 && m.seq == 51, "INIT_KILLED");
 	CHECK(sandbox_usage(env, ID, &u) == 0 && u.pids_current == 1,
 	      "after kill: only init remains, pids.current=%llu",
@@ -511,8 +362,8 @@ static void kill_test(SandboxEnv *env, Sandbox *sb)
 	printf("usage: cpu %llu ns, memory %llu (peak %llu), oom kills %llu\n",
 	       (unsigned long long)u.cpu_ns, (unsigned long long)u.memory_current,
 	       (unsigned long long)u.memory_peak, (unsigned long long)u.oom_kills);
-	close_fds(kept);
-	close_fds(other);
+	tu_close_fds(kept);
+	tu_close_fds(other);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -529,16 +380,16 @@ static void timing(SandboxEnv *env, const SandboxLimits *lim, uid_t uid)
 	for (int i = 0; i < SPAWN_RUNS; i++) {
 		Sandbox sb;
 		struct init_msg m = { .op = INIT_PING, .seq = 1000 + i };
-		double t0 = now_ms();
+		double t0 = tu_now_ms();
 		int r = sandbox_spawn(env, ID, uid, uid, lim, &sb);
 
 		if (r < 0)
-			die("sandbox_spawn (timing)", r);
-		spawn[i] = now_ms() - t0;
-		r = send_req(sb.ctl_fd, &m, NULL, 0);
+			tu_die("sandbox_spawn (timing)", r);
+		spawn[i] = tu_now_ms() - t0;
+		r = tu_send(sb.ctl_fd, &m, NULL, 0);
 		if (r >= 0)
-			r = wait_for(sb.ctl_fd, INIT_PONG, 0, &m, NULL);
-		pong[i] = now_ms() - t0;
+			r = tu_wait_for(sb.ctl_fd, INIT_PONG, 0, &m, NULL);
+		pong[i] = tu_now_ms() - t0;
 		CHECK(r >= 0, "PONG in timing run %d", i);
 		kill_and_reap(&sb);
 		CHECK(remove_cgroup(env, ID) == 0, "cgroup remove in timing run %d", i);
@@ -591,16 +442,16 @@ int main(void)
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (geteuid() != 0)
-		skip("needs root (namespaces, cgroups, mounts)");
+		tu_skip("needs root (namespaces, cgroups, mounts)");
 	if (!namespaces_available())
-		skip("cannot create mount/pid/net/ipc/uts namespaces here");
+		tu_skip("cannot create mount/pid/net/ipc/uts namespaces here");
 	if (!lib)
-		skip("PADDOCK_LIB_DIR is not set (ctest sets it to the build's lib dir)");
+		tu_skip("PADDOCK_LIB_DIR is not set (ctest sets it to the build's lib dir)");
 	snprintf(path, sizeof(path), "%s/paddock-init", lib);
 	if (access(path, X_OK) < 0)
-		skip("paddock-init is not built in PADDOCK_LIB_DIR");
+		tu_skip("paddock-init is not built in PADDOCK_LIB_DIR");
 	if (!mkdtemp(state))
-		die("mkdtemp", errno);
+		tu_die("mkdtemp", errno);
 
 	/* A cgroup parent of our own, so that we can remove it afterwards. */
 	snprintf(cgroot, sizeof(cgroot), "paddock-test-%d", (int)getpid());
@@ -618,7 +469,7 @@ int main(void)
 		return 77;
 	}
 	if (r < 0)
-		die("sandbox_env_new", r);
+		tu_die("sandbox_env_new", r);
 	printf("cgroup %s\n", sandbox_env_cgroup_version(env));
 
 	uid = (uid_t)cfg.uid_base;
@@ -644,7 +495,7 @@ int main(void)
 
 	r = workspace_create(env, ID, uid, uid, lim.workspace_bytes);
 	if (r < 0)
-		die("workspace_create", r);
+		tu_die("workspace_create", r);
 	r = workspace_open(env, ID);
 	CHECK(r >= 0, "workspace_open: %s", strerror(-r));
 	if (r >= 0) {
@@ -655,12 +506,12 @@ int main(void)
 
 	r = sandbox_spawn(env, ID, uid, uid, &lim, &sb);
 	if (r < 0)
-		die("sandbox_spawn", r);
+		tu_die("sandbox_spawn", r);
 	CHECK(sb.ctl_fd_in_init == 4, "ctl fd in init");
 
 	m = (struct init_msg){ .op = INIT_PING, .seq = 1 };
-	CHECK(send_req(sb.ctl_fd, &m, NULL, 0) == 0, "send PING");
-	r = wait_for(sb.ctl_fd, INIT_PONG, 0, &m, NULL);
+	CHECK(tu_send(sb.ctl_fd, &m, NULL, 0) == 0, "send PING");
+	r = tu_wait_for(sb.ctl_fd, INIT_PONG, 0, &m, NULL);
 	CHECK(r >= 0 && m.seq == 1, "PONG");
 
 	error_test(&sb);
