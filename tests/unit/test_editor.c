@@ -104,31 +104,12 @@ static bool exists(const char *rel)
 	return exists_abs(p);
 }
 
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(p);
-}
-
 static void setup(void)
 {
 	char p[PATH_MAX];
 
 	strcpy(root, "/tmp/paddock-editor-XXXXXX");
-	if (!mkdtemp(root)) {
-		perror("mkdtemp");
-		exit(1);
-	}
-	snprintf(ws, sizeof(ws), "%s/ws", root);
-	snprintf(p, sizeof(p), "%s/outside", root);
-	if (mkdir(ws, 0755) < 0 || mkdir(p, 0755) < 0) {
-		perror("mkdir");
-		exit(1);
-	}
-	snprintf(p, sizeof(p), "%s/secret", root);
-	fclose(fopen(p, "w"));
+	unit_scratch_workspace(root, ws, sizeof(ws));
 
 	symlink_in("/etc/shadow", "link_abs");
 	symlink_in("../secret", "link_climb");
@@ -152,7 +133,7 @@ static void teardown(void)
 {
 	undo = editor_undo_free(undo);
 	close(ws_fd);
-	nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	unit_remove_tree(root);
 }
 
 /* Run the input json (single quotes stand for double quotes, to keep the tests legible). */

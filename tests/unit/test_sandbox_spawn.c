@@ -43,40 +43,6 @@ static bool namespaces_available(void)
 	return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
-/* Any one message from init, with the descriptors it carries. */
-static int recv_msg(int ctl, struct init_msg *m, int fds[4], int *nfds)
-{
-	union {
-		struct cmsghdr h;
-		char buf[CMSG_SPACE(8 * sizeof(int))];
-	} cm;
-	struct iovec iov = { m, sizeof(*m) };
-	struct msghdr mh = { .msg_iov = &iov,
-			     .msg_iovlen = 1,
-			     .msg_control = cm.buf,
-			     .msg_controllen = sizeof(cm.buf) };
-	struct pollfd p = { .fd = ctl, .events = POLLIN };
-	ssize_t n;
-
-	*nfds = 0;
-	if (poll(&p, 1, TIMEOUT_MS) <= 0)
-		return -ETIMEDOUT;
-	n = recvmsg(ctl, &mh, MSG_CMSG_CLOEXEC);
-	if (n < 0)
-		return -errno;
-	if ((size_t)n != sizeof(*m))
-		return -EBADMSG;
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-			continue;
-		*nfds = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		if (*nfds > 4)
-			*nfds = 4;
-		memcpy(fds, CMSG_DATA(c), *nfds * sizeof(int));
-	}
-	return 0;
-}
-
 static bool lo_up(int pidfd)
 {
 	int self = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC), s = -1;
@@ -250,7 +216,7 @@ static void resend_test(Sandbox *sb, pid_t a, pid_t b)
 	m = (struct init_msg){ .op = INIT_PING, .seq = 41 };
 	CHECK(tu_send(sb->ctl_fd, &m, NULL, 0) == 0, "send PING");
 	for (;;) {
-		int fds[4], nfds, r = recv_msg(sb->ctl_fd, &m, fds, &nfds);
+		int fds[4], nfds, r = tu_recv(sb->ctl_fd, &m, fds, &nfds);
 
 		if (r < 0 || m.op == INIT_PONG)
 			break;

@@ -199,40 +199,52 @@ static inline int tu_send(int ctl, const struct init_msg *m, const char *blob, s
 	return send(ctl, buf, sizeof(*m) + bloblen, MSG_NOSIGNAL) < 0 ? -errno : 0;
 }
 
+/* Receive one message from init (waiting up to TU_TIMEOUT_MS); its fds land in fds[4],
+ * their number in *nfds. */
+static inline int tu_recv(int ctl, struct init_msg *m, int fds[4], int *nfds)
+{
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(8 * sizeof(int))];
+	} cm;
+	struct iovec iov = { m, sizeof(*m) };
+	struct msghdr mh = { .msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = cm.buf,
+			     .msg_controllen = sizeof(cm.buf) };
+	struct pollfd p = { .fd = ctl, .events = POLLIN };
+	ssize_t n;
+
+	*nfds = 0;
+	if (poll(&p, 1, TU_TIMEOUT_MS) <= 0)
+		return -ETIMEDOUT;
+	n = recvmsg(ctl, &mh, MSG_CMSG_CLOEXEC);
+	if (n < 0)
+		return -errno;
+	if ((size_t)n != sizeof(*m))
+		return -EBADMSG;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		*nfds = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+		if (*nfds > 4)
+			*nfds = 4;
+		memcpy(fds, CMSG_DATA(c), (size_t)*nfds * sizeof(int));
+	}
+	return 0;
+}
+
 /* Wait for a message of op (and tag, if not 0); its fds land in fds[4] (or are closed). */
 static inline int tu_wait_for(int ctl, uint32_t op, uint32_t tag, struct init_msg *m, int fds[4])
 {
 	double deadline = tu_now_ms() + TU_TIMEOUT_MS;
 
 	while (tu_now_ms() < deadline) {
-		union {
-			struct cmsghdr h;
-			char buf[CMSG_SPACE(8 * sizeof(int))];
-		} cm;
-		struct iovec iov = { m, sizeof(*m) };
-		struct msghdr mh = { .msg_iov = &iov,
-				     .msg_iovlen = 1,
-				     .msg_control = cm.buf,
-				     .msg_controllen = sizeof(cm.buf) };
-		struct pollfd p = { .fd = ctl, .events = POLLIN };
-		int got[4] = { -1, -1, -1, -1 }, nfds = 0;
-		ssize_t n;
+		int got[4] = { -1, -1, -1, -1 }, nfds;
+		int r = tu_recv(ctl, m, got, &nfds);
 
-		if (poll(&p, 1, TU_TIMEOUT_MS) <= 0)
-			return -ETIMEDOUT;
-		n = recvmsg(ctl, &mh, MSG_CMSG_CLOEXEC);
-		if (n < 0)
-			return -errno;
-		if ((size_t)n != sizeof(*m))
-			return -EBADMSG;
-		for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-			if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-				continue;
-			nfds = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-			if (nfds > 4)
-				nfds = 4;
-			memcpy(got, CMSG_DATA(c), nfds * sizeof(int));
-		}
+		if (r < 0)
+			return r;
 		if (m->op == op && (tag == 0 || m->tag == tag)) {
 			if (fds)
 				memcpy(fds, got, sizeof(got));

@@ -57,31 +57,12 @@ static bool exists(const char *abs)
 	return lstat(abs, &st) == 0;
 }
 
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(p);
-}
-
 static void setup(void)
 {
 	char p[PATH_MAX];
 
 	strcpy(root, "/tmp/paddock-wsfs-XXXXXX");
-	if (!mkdtemp(root)) {
-		perror("mkdtemp");
-		exit(1);
-	}
-	snprintf(ws, sizeof(ws), "%s/ws", root);
-	snprintf(p, sizeof(p), "%s/outside", root);
-	if (mkdir(ws, 0755) < 0 || mkdir(p, 0755) < 0) {
-		perror("mkdir");
-		exit(1);
-	}
-	snprintf(p, sizeof(p), "%s/secret", root);
-	fclose(fopen(p, "w"));
+	unit_scratch_workspace(root, ws, sizeof(ws));
 	snprintf(p, sizeof(p), "%s/outside/secret", root);
 	fclose(fopen(p, "w"));
 
@@ -118,7 +99,7 @@ static void setup(void)
 static void teardown(void)
 {
 	close(ws_fd);
-	nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	unit_remove_tree(root);
 }
 
 static bool norm_is(const char *in, bool allow_root, const char *want)
