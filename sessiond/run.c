@@ -105,6 +105,7 @@ void interp_close(Interp *ip)
 	ip->line_len = ip->line_cap = ip->wlen = ip->woff = 0;
 	ip->state = INTERP_DEAD;
 	ip->ns_pid = ip->host_pid = 0;
+	ip->reap = false;
 }
 
 void interp_destroy(Interp *ip)
@@ -214,8 +215,10 @@ static int kill_processes(Session *s, bool keep_interps)
 		if (interp_on_host(k) && s->interps[k].state == INTERP_READY)
 			host_interp_stop(&s->interps[k], SIGKILL);
 	for (k = 0; keep_interps && k < INTERP_KIND_COUNT; k++)
-		if (s->interps[k].state == INTERP_READY && s->interps[k].host_pid > 0)
+		if (s->interps[k].state == INTERP_READY && s->interps[k].host_pid > 0) {
 			keep[n++] = s->interps[k].host_pid;
+			s->interps[k].reap = true;
+		}
 	r = sandbox_cgroup_kill(s->m->env, s->rid, keep, n);
 	if (r == 0)
 		return 0;
@@ -504,10 +507,13 @@ static void interp_flush_request(Interp *ip)
 	loop_modify_fd(ip->s->m->loop, ip->ctl_src, EPOLLIN);
 }
 
-static int encode_request(const Run *run, uint64_t id, char **buf, size_t *len)
+static int encode_request(const Run *run, const Interp *ip, char **buf, size_t *len)
 {
+	uint64_t id = ip->expect_id;
+
 	if (run->kind == INTERP_BASH) {
-		/* Bash reads "<id>\n<command>" ending in NUL; the other harnesses JSON lines. */
+		/* Bash reads "<id>\n<command>" ending in NUL; the other harnesses JSON lines.
+		 * Bash collects its dead children itself: it needs no reap flag. */
 		size_t n = strlen(run->code);
 		char head[24];
 		int h = snprintf(head, sizeof(head), "%llu\n", (unsigned long long)id);
@@ -531,6 +537,8 @@ static int encode_request(const Run *run, uint64_t id, char **buf, size_t *len)
 				       json_object_new_string(run->cell ? "cell" : "otari"));
 		if (run->cwd)
 			json_object_object_add(o, "cwd", json_object_new_string(run->cwd));
+		if (ip->reap)
+			json_object_object_add(o, "reap", json_object_new_boolean(1));
 		txt = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN, &n);
 		*buf = malloc(n + 1);
 		if (*buf) {
@@ -552,13 +560,14 @@ static void run_send(Run *run)
 	outbuf_clear(&ip->out_buf);
 	outbuf_clear(&ip->err_buf);
 	ip->expect_id = ++run->s->m->request_seq;
-	if (encode_request(run, ip->expect_id, &ip->wbuf, &ip->wlen) < 0) {
+	if (encode_request(run, ip, &ip->wbuf, &ip->wlen) < 0) {
 		run_note(run, "internal error: out of memory");
 		run->return_code = 1;
 		run_finish(run);
 		return;
 	}
 	ip->woff = 0;
+	ip->reap = false;
 	run->phase = RUN_RUNNING;
 	run->timer = loop_remove(l, run->timer);
 	if (loop_add_timer(l, run->timeout_ms, on_deadline, run, &run->timer) < 0) {

@@ -66,6 +66,8 @@ typedef struct Interp {
 	uint64_t expect_id;	 /* id of the request whose reply we wait for; 0: none */
 	LoopSource *pid_src;	 /* host-side interpreters: their pidfd, readable at exit */
 	bool probing;		 /* re-adopted: waiting for a no-op to know it is idle */
+	bool reap;		 /* its children were killed after a run: the next request
+				  * asks it to collect them (they hold pids of the limit) */
 } Interp;
 
 /* Phases of an execution. */

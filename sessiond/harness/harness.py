@@ -50,6 +50,8 @@ _read = os.read
 _write = os.write
 _getpid = os.getpid
 _exit = os._exit
+_waitpid = os.waitpid
+_WNOHANG = os.WNOHANG
 _STDOUT = sys.stdout
 _STDERR = sys.stderr
 _PID = os.getpid()
@@ -407,7 +409,7 @@ def _protocol_error(message):
 
 
 def _parse_request(line):
-    """Return (id, code, cell) from a request line, or raise ValueError."""
+    """Return (id, code, cell, reap) from a request line, or raise ValueError."""
     request = _parse_json(line.decode("utf-8"))
     if not isinstance(request, dict):
         raise ValueError("a request is a JSON object")
@@ -421,7 +423,20 @@ def _parse_request(line):
     if request_id is not None and (isinstance(request_id, bool)
                                    or not isinstance(request_id, (int, str))):
         raise ValueError("'id' must be an integer or a string")
-    return request_id, code, mode == "cell"
+    return request_id, code, mode == "cell", request.get("reap") is True
+
+
+def _reap_children():
+    """Collect this process's dead children. sessiond asks for it after it killed
+    what a timed-out run left behind: those children are ours to wait for, and
+    until then each holds a pid of the session's limit."""
+    while True:
+        try:
+            pid, _ = _waitpid(-1, _WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
 
 
 def _handle(line):
@@ -429,9 +444,11 @@ def _handle(line):
     if line is _Channel.TOO_LARGE:
         return _protocol_error("request larger than the harness accepts")
     try:
-        request_id, code, cell = _parse_request(line)
+        request_id, code, cell, reap = _parse_request(line)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         return _protocol_error(_safe_str(exc))
+    if reap:
+        _reap_children()
     _cell_count += 1
     filename = f"<cell-{_cell_count}>"
     _remember_source(filename, code)

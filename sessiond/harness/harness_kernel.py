@@ -43,6 +43,8 @@ _write = os.write
 _read = os.read
 _getpid = os.getpid
 _exit = os._exit
+_waitpid = os.waitpid
+_WNOHANG = os.WNOHANG
 _PID = os.getpid()
 
 _displays = []         # display_data items of the running cell
@@ -250,6 +252,19 @@ def _protocol_error(message):
                       "traceback": [f"ProtocolError: {message}"]}}
 
 
+def _reap_children():
+    """Collect this process's dead children. sessiond asks for it after it killed
+    what a timed-out run left behind: those children are ours to wait for, and
+    until then each holds a pid of the session's limit."""
+    while True:
+        try:
+            pid, _ = _waitpid(-1, _WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
 def _handle(shell, line):
     if line is _Channel.TOO_LARGE:
         return _protocol_error("request larger than the harness accepts")
@@ -269,6 +284,8 @@ def _handle(shell, line):
     if request_id is not None and (isinstance(request_id, bool)
                                    or not isinstance(request_id, (int, str))):
         return _protocol_error("'id' must be an integer or a string")
+    if request.get("reap") is True:
+        _reap_children()
     reply = _chdir_and_run(shell, request, code, mode)
     if request_id is not None:
         # First key: sessiond finds it without parsing the whole reply.

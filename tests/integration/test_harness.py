@@ -327,6 +327,45 @@ def test_forked_child_does_not_answer(py):
     assert py.run("print('next')")[1] == "next\n"
 
 
+def zombie_children(pid):
+    """Pids of pid's children that have exited and were not waited for."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            try:
+                state = Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if state == "Z":
+                found.append(int(child))
+    return found
+
+
+def test_reap_collects_dead_children_left_by_a_killed_run(py):
+    # Children forked by user code and killed from outside (as sessiond kills what a
+    # timed-out run left behind) are the harness's zombies until it waits for them.
+    reply, out, err = py.run("import os, time\n"
+                             "kids = [os.fork() for _ in range(3)]\n"
+                             "if 0 in kids:\n"
+                             "    time.sleep(60)\n"
+                             "print(' '.join(map(str, kids)))")
+    assert reply["return_code"] == 0, err
+    kids = [int(k) for k in out.split()]
+    for k in kids:
+        os.kill(k, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while len(zombie_children(py.pid)) < len(kids) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert sorted(zombie_children(py.pid)) == sorted(kids)
+    # A request without the flag leaves them to user code; one with it collects them.
+    assert py.run("pass")[0]["return_code"] == 0
+    assert len(zombie_children(py.pid)) == len(kids)
+    py.send(json.dumps({"code": "print('after')", "reap": True}).encode())
+    reply, out, err = py.finish()
+    assert out == "after\n", err
+    assert zombie_children(py.pid) == []
+
+
 def test_protocol_errors_are_answered(py):
     py.send(b"this is not json")
     reply, out, err = py.finish()

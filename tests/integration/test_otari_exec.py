@@ -283,6 +283,35 @@ def test_timeout_kills_detached_grandchildren(client, sid):
     assert r.stdout == "gone\nFalse\n", r
 
 
+def test_children_killed_after_an_interrupt_do_not_stay_zombies(client, sid):
+    # The interrupt keeps the interpreter; the children ignore SIGINT, so sessiond kills
+    # them after the reply. They are the interpreter's children: unless it waits for
+    # them, each stays a zombie holding a pid of the session's limit.
+    r = client.run(sid, code("""
+        import os, signal, time
+        kept = "state"
+        for _ in range(8):
+            if os.fork() == 0:
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+                time.sleep(600)
+                os._exit(0)
+        time.sleep(600)
+    """), timeout_seconds=1)
+    assert r.rc == 124 and "state was kept" in r.stderr, r
+    r = client.run(sid, code("""
+        import os
+        print(kept)
+        states = [open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[0]
+                  for p in os.listdir("/proc") if p.isdigit()]
+        print(states.count("Z"), len(states))
+    """))
+    assert r.rc == 0, r
+    kept, counts = r.stdout.split("\n")[:2]
+    zombies, total = map(int, counts.split())
+    assert kept == "state" and zombies == 0, r.stdout
+    assert total <= 3, f"{total} processes left: init, the interpreter and no more expected"
+
+
 def test_background_child_holding_stdout_does_not_block_the_call(client, sid):
     t0 = time.monotonic()
     r = client.run(sid, "import subprocess\nsubprocess.Popen(['sleep', '30'])\nprint('done')",
