@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -26,7 +27,7 @@
 
 /* What one measurement loop is asked to do. */
 struct opts {
-	const char *mode;		  /* "http", "harness" or "spawn" */
+	const char *mode;		  /* "http", "sessiond", "harness" or "spawn" */
 	int port;			  /* http: nginx's loopback port */
 	const char *method;		  /* http: request method */
 	const char *path;		  /* http: request target */
@@ -34,6 +35,7 @@ struct opts {
 	const char *headers[MAX_HEADERS]; /* http: extra header lines */
 	int nheaders;			  /* http: how many */
 	const char *expect;		  /* a substring every good reply holds, or NULL */
+	const char *socket;		  /* sessiond: the daemon's unix socket */
 	const char *kind;		  /* harness: "python" or "bash" */
 	const char *lib;		  /* harness: dir with harness.py and harness.bash */
 	const char *code;		  /* harness: the code each request runs */
@@ -297,6 +299,108 @@ static void *http_worker(void *arg)
 	if (c.fd >= 0)
 		close(c.fd);
 	free(c.buf);
+	free(req);
+	return NULL;
+}
+
+/* ---- sessiond's own socket, as a worker thread talks to it ---- */
+
+static int sessiond_connect(const char *path)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0 || strlen(path) >= sizeof(a.sun_path))
+		die("sessiond socket");
+	memcpy(a.sun_path, path, strlen(path) + 1);
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
+		die(path);
+	return fd;
+}
+
+/* Read exactly n bytes; -1 on EOF or error. */
+static int read_all(int fd, char *p, size_t n)
+{
+	while (n) {
+		ssize_t r = read(fd, p, n);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		p += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+/* One request frame out, frames in until the JSON one; 0 if it holds expect. */
+static int sessiond_call(int fd, const char *req, size_t reqlen, const char *expect, char *buf)
+{
+	for (;;) {
+		uint8_t hdr[5];
+		uint32_t len;
+
+		if (req) {
+			if (write_all(fd, req, reqlen) < 0)
+				return -1;
+			req = NULL;
+		}
+		if (read_all(fd, (char *)hdr, sizeof(hdr)) < 0)
+			return -1;
+		len = (uint32_t)hdr[0] | (uint32_t)hdr[1] << 8 | (uint32_t)hdr[2] << 16 |
+		      (uint32_t)hdr[3] << 24;
+		if (len >= IOBUF || read_all(fd, buf, len) < 0)
+			return -1;
+		buf[len] = '\0';
+		if (hdr[4] == 'J')
+			return strstr(buf, "\"ok\":true") && (!expect || strstr(buf, expect)) ? 0 :
+												-1;
+	}
+}
+
+static void *sessiond_worker(void *arg)
+{
+	struct worker *w = arg;
+	const struct opts *o = w->o;
+	size_t blen;
+	char *body = read_file(o->body_file, &blen), *buf = malloc(IOBUF);
+	char *req = malloc(blen + 5);
+	int fd = sessiond_connect(o->socket);
+	uint64_t t_start = 0, t_end = 0;
+
+	if (!buf || !req)
+		die("malloc");
+	req[0] = (char)(blen & 0xff);
+	req[1] = (char)(blen >> 8 & 0xff);
+	req[2] = (char)(blen >> 16 & 0xff);
+	req[3] = (char)(blen >> 24 & 0xff);
+	req[4] = 'J';
+	memcpy(req + 5, body, blen);
+	for (long i = 0; w->n < o->count; i++) {
+		uint64_t t0;
+		int r;
+
+		if (i == o->warmup) {
+			t_start = now_ns();
+			t_end = t_start + (uint64_t)(o->seconds * 1e9);
+		}
+		if (i >= o->warmup && now_ns() > t_end)
+			break;
+		t0 = now_ns();
+		r = sessiond_call(fd, req, blen + 5, o->expect, buf);
+		if (i >= o->warmup) {
+			w->samples[w->n++] = now_ns() - t0;
+			if (r < 0)
+				w->errors++;
+		}
+		if (r < 0 && i < o->warmup)
+			die("sessiond call");
+	}
+	w->elapsed = (double)(now_ns() - t_start) / 1e9;
+	close(fd);
+	free(body);
+	free(buf);
 	free(req);
 	return NULL;
 }
@@ -583,6 +687,7 @@ static void harness_start_loop(struct worker *w)
 static void usage(void)
 {
 	fputs("usage: pdload http --port P --method M --path PATH [--body FILE] [--header H]...\n"
+	      "       pdload sessiond --socket PATH --body FILE (one JSON request)\n"
 	      "       pdload harness --kind python|bash --lib DIR --code CODE [--procs K]\n"
 	      "       pdload harness-start --kind python|bash --lib DIR --code CODE\n"
 	      "       pdload spawn -- COMMAND...\n"
@@ -601,6 +706,7 @@ static void parse(int argc, char **argv, struct opts *o)
 		{ "body", required_argument, NULL, 'b' },
 		{ "header", required_argument, NULL, 'H' },
 		{ "expect", required_argument, NULL, 'x' },
+		{ "socket", required_argument, NULL, 'S' },
 		{ "kind", required_argument, NULL, 'k' },
 		{ "lib", required_argument, NULL, 'l' },
 		{ "code", required_argument, NULL, 'c' },
@@ -636,6 +742,7 @@ static void parse(int argc, char **argv, struct opts *o)
 			o->headers[o->nheaders++] = optarg;
 			break;
 		case 'x': o->expect = optarg; break;
+		case 'S': o->socket = optarg; break;
 		case 'k': o->kind = optarg; break;
 		case 'l': o->lib = optarg; break;
 		case 'c': o->code = optarg; break;
@@ -652,6 +759,8 @@ static void parse(int argc, char **argv, struct opts *o)
 	if (o->procs < 1 || o->procs > MAX_PROCS || o->count < 1)
 		usage();
 	if (!strcmp(o->mode, "spawn") && !o->argv[0])
+		usage();
+	if (!strcmp(o->mode, "sessiond") && (!o->socket || !o->body_file))
 		usage();
 	if ((!strcmp(o->mode, "harness") || !strcmp(o->mode, "harness-start")) && !o->lib)
 		usage();
@@ -701,6 +810,8 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(o.mode, "http")) {
 		http_worker(&ws[0]);
+	} else if (!strcmp(o.mode, "sessiond")) {
+		sessiond_worker(&ws[0]);
 	} else if (!strcmp(o.mode, "spawn")) {
 		spawn_loop(&ws[0]);
 	} else if (!strcmp(o.mode, "harness-start")) {

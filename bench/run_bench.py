@@ -395,22 +395,28 @@ class Bench:
         self.http.exec(sid, {"tool": "text_editor_code_execution",
                              "input": {"command": "create", "path": "notes.md",
                                        "file_text": "".join(f"line {i} {marker}\n" for i in range(20))}})
+        view = {"command": "view", "path": "notes.md"}
         cases = [
             ("python print(1)", {"tool": "code_execution", "input": {"code": "print(1)"}},
-             "python", "print(1)", '"1\\n"'),
+             "python", "print(1)", '"1\\n"',
+             {"op": "exec", "tool": "python", "code": "print(1)", "timeout_ms": 60000}),
             ("bash echo 1", {"tool": "bash_code_execution", "input": {"command": "echo 1"}},
-             "bash", "echo 1", '"1\\n"'),
-            ("editor view", {"tool": "text_editor_code_execution",
-                             "input": {"command": "view", "path": "notes.md"}}, None, None, marker),
+             "bash", "echo 1", '"1\\n"',
+             {"op": "exec", "tool": "bash", "code": "echo 1", "timeout_ms": 60000}),
+            ("editor view", {"tool": "text_editor_code_execution", "input": view},
+             None, None, marker, {"op": "edit", "input": view}),
         ]
         path = f"/sessions/{sid}/exec"
-        for name, req, kind, code, expect in cases:
+        for name, req, kind, code, expect, sdreq in cases:
             body_file = os.path.join(self.tmp, "body.json")
             with open(body_file, "w", encoding="utf-8") as f:
                 json.dump(req, f)
+            sd_file = os.path.join(self.tmp, "sessiond.json")
+            with open(sd_file, "w", encoding="utf-8") as f:
+                json.dump({**sdreq, "session_id": sid}, f)
             reply = self.http.exec(sid, req)
             assert expect.encode() in reply, (name, reply[:300])
-            errs = {"paddock": 0, "harness": 0, "relay": 0, "return200": 0}
+            errs = {"paddock": 0, "harness": 0, "relay": 0, "return200": 0, "sessiond": 0}
             for _ in range(a.rounds):
                 s, _ = self.http_lat(self.stack.port, "POST", path, body_file, expect, a.n, a.seconds,
                                      f"{name}|paddock")
@@ -424,10 +430,15 @@ class Bench:
                 s, _ = self.http_lat(self.peer.port, "POST", "/bench/return200", body_file, None, a.n,
                                      a.seconds, f"{name}|return200")
                 errs["return200"] += s["errors"]
+                s, _ = self.pdload("sessiond", "--socket", os.path.join(self.stack.run_dir, "sessiond.sock"),
+                                   "--body", sd_file, "--expect", expect, "-n", a.n, "-t", a.seconds,
+                                   "--warmup", a.warmup, key=f"{name}|sessiond")
+                errs["sessiond"] += s["errors"]
             p = stats_us(self.samples[f"{name}|paddock"])
             h = stats_us(self.samples[f"{name}|harness"]) if kind else {"median": 0.0, "p99": 0.0, "n": 0}
             r = stats_us(self.samples[f"{name}|relay"])
             n200 = stats_us(self.samples[f"{name}|return200"])
+            sd = stats_us(self.samples[f"{name}|sessiond"])
             floor_med = h["median"] + r["median"]
             floor_p99 = h["p99"] + r["p99"]
             note = ("floor = harness over its pipes (same argv, no sandbox) + the same nginx config "
@@ -449,6 +460,10 @@ class Bench:
                          peer_median=n200["median"], peer_p99=n200["p99"], ratio_median=p["median"] / n200["median"],
                          ratio_p99=p["p99"] / n200["p99"], errors=errs["return200"],
                          note="ratios: paddock over return 200")
+            self.add_row(row="1d", what="  split: the same call straight to sessiond's socket", unit="us",
+                         n=sd["n"], median=sd["median"], p99=sd["p99"], errors=errs["sessiond"],
+                         note="where the time goes, not a floor: paddock minus this is nginx and the "
+                              "worker; this minus floor (a) is sessiond and the sandbox")
         self.http.destroy(sid)
         # Cross-check of floor (a) with bench/harness_floor.py (a Python driver; its own argv).
         script = os.path.join(HERE, "harness_floor.py")
