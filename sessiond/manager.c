@@ -350,9 +350,17 @@ void session_link(Session *s)
 	m->n_sessions++;
 }
 
-/* Give s (id and rid set) a uid, a workspace and a running sandbox. On failure s holds
- * nothing but what it came with. */
-int session_build(Manager *m, Session *s)
+/* What s gave up to a build that did not finish: its workspace and uid. */
+static void session_build_undo(Manager *m, Session *s)
+{
+	s->ws_fd = safe_close(s->ws_fd);
+	workspace_destroy(m->env, s->rid);
+	uid_release(m, s->uid);
+}
+
+/* Give s (id and rid set) a uid, a workspace and a sandbox whose child is setting itself
+ * up (p); session_build_finish() completes it. On failure s holds nothing new. */
+int session_build_start(Manager *m, Session *s, SandboxPending *p)
 {
 	SandboxLimits lim = {
 		.memory_bytes = m->cfg->memory_max_bytes,
@@ -368,36 +376,55 @@ int session_build(Manager *m, Session *s)
 	if (r < 0)
 		return r;
 	r = workspace_create(m->env, s->rid, s->uid, s->uid, lim.workspace_bytes);
-	if (r < 0)
-		goto fail_uid;
-	s->ws_fd = workspace_open(m->env, s->rid);
-	if (s->ws_fd < 0) {
-		r = s->ws_fd;
-		goto fail_workspace;
+	if (r < 0) {
+		uid_release(m, s->uid);
+		return r;
 	}
-	r = sandbox_spawn(m->env, s->rid, s->uid, s->uid, &lim, &s->sb);
+	s->ws_fd = workspace_open(m->env, s->rid);
+	r = s->ws_fd < 0 ? s->ws_fd : sandbox_spawn_start(m->env, s->rid, s->uid, s->uid, &lim, p);
 	if (r < 0)
-		goto fail_wsfd;
-	r = loop_add_fd(m->loop, s->sb.ctl_fd, EPOLLIN, session_on_init_event, s, &s->ctl_src);
-	if (r < 0)
-		goto fail_sandbox;
-	return 0;
-
-fail_sandbox:
-	syscall(SYS_pidfd_send_signal, s->sb.pidfd, SIGKILL, NULL, 0);
-	close(s->sb.ctl_fd);
-	close(s->sb.pidfd);
-	s->sb = (Sandbox){ .pidfd = -1, .ctl_fd = -1 };
-	/* The cgroup empties as init dies; teardown at the next start removes a straggler. */
-	for (int i = 0; i < 50 && sandbox_cgroup_remove(m->env, s->rid) == -EBUSY; i++)
-		usleep(1000);
-fail_wsfd:
-	s->ws_fd = safe_close(s->ws_fd);
-fail_workspace:
-	workspace_destroy(m->env, s->rid);
-fail_uid:
-	uid_release(m, s->uid);
+		session_build_undo(m, s);
 	return r;
+}
+
+/* Once p's child is init: s gets its running sandbox. wait and -EAGAIN as for
+ * sandbox_spawn_finish(). On failure s holds nothing but what it came with. */
+int session_build_finish(Manager *m, Session *s, SandboxPending *p, bool wait)
+{
+	int r = sandbox_spawn_finish(m->env, p, wait, &s->sb);
+
+	if (r == -EAGAIN)
+		return r;
+	if (r == 0) {
+		r = loop_add_fd(m->loop, s->sb.ctl_fd, EPOLLIN, session_on_init_event, s,
+				&s->ctl_src);
+		if (r < 0) {
+			sandbox_kill(&s->sb);
+			s->sb = (Sandbox){ .pidfd = -1, .ctl_fd = -1 };
+			/* The cgroup empties as init dies; the next start removes a straggler. */
+			for (int i = 0; i < 50 && sandbox_cgroup_remove(m->env, s->rid) == -EBUSY;
+			     i++)
+				usleep(1000);
+		}
+	}
+	if (r < 0)
+		session_build_undo(m, s);
+	return r;
+}
+
+void session_build_abort(Manager *m, Session *s, SandboxPending *p)
+{
+	sandbox_spawn_abort(m->env, p);
+	session_build_undo(m, s);
+}
+
+/* Both halves at once, the daemon waiting: a create that found no warm sandbox. */
+int session_build(Manager *m, Session *s)
+{
+	SandboxPending p;
+	int r = session_build_start(m, s, &p);
+
+	return r < 0 ? r : session_build_finish(m, s, &p, true);
 }
 
 static int session_new(Manager *m, const char *id, const char *tenant, bool kernel, Session **ret)

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/random.h>
 
 #include "log.h"
@@ -11,7 +12,11 @@
 
 enum { POOL_NATIVE, POOL_KERNEL };
 
-#define POOL_PACE_MS 20 /* no build this soon after a hand-over */
+#define POOL_PACE_MS 20	    /* no build this soon after a hand-over */
+#define POOL_BUILDS_MAX 2   /* sandboxes whose children set up at once */
+#define POOL_BUILD_MS 10000 /* a child not init by then is given up */
+
+static void on_pool_timer(Loop *l, void *data);
 
 static size_t pool_target(const Manager *m, int which)
 {
@@ -62,24 +67,62 @@ void pool_unlink(Session *s)
 	m->pool_n[which]--;
 }
 
-/* Build one sandbox and start its interpreter; the loop goes on meanwhile. */
-static int pool_build_one(Manager *m, int which)
-{
-	Session *s = session_alloc(m);
-	int r;
+/* One warm sandbox being built: its child sets itself up while the loop goes on. */
+typedef struct PoolBuild {
+	Manager *m;
+	Session *s;
+	int which;
+	SandboxPending p;
+	LoopSource *src;   /* p.sync_fd: readable when the child is init, or failed */
+	LoopSource *timer; /* the spawn's deadline */
+	struct PoolBuild *next;
+} PoolBuild;
 
-	if (!s)
-		return -ENOMEM;
-	s->undo = editor_undo_new();
-	r = s->undo ? pool_rid(s->rid, sizeof(s->rid)) : -ENOMEM;
-	if (r == 0) {
-		memcpy(s->id, s->rid, sizeof(s->id));
-		r = session_build(m, s);
+static void pool_build_unlink(PoolBuild *b)
+{
+	Manager *m = b->m;
+
+	for (PoolBuild **pp = &m->pool_builds; *pp; pp = &(*pp)->next)
+		if (*pp == b) {
+			*pp = b->next;
+			break;
+		}
+	m->pool_building[b->which]--;
+	b->src = loop_remove(m->loop, b->src);
+	b->timer = loop_remove(m->loop, b->timer);
+}
+
+static void pool_build_free(PoolBuild *b, bool failed)
+{
+	if (failed) {
+		editor_undo_free(b->s->undo);
+		free(b->s);
 	}
+	free(b);
+}
+
+/* The child is init (or failed): hand the sandbox to the pool and start Python. */
+static void on_build_ready(Loop *l, int fd, uint32_t events, void *data)
+{
+	PoolBuild *b = data;
+	Manager *m = b->m;
+	Session *s = b->s;
+	int which = b->which, r;
+
+	(void)l;
+	(void)fd;
+	(void)events;
+	/* Off the loop before finishing closes the fd: children cloned meanwhile may still
+	 * hold a copy of it, and epoll would go on reporting it. Readable, it does not block. */
+	pool_build_unlink(b);
+	r = session_build_finish(m, s, &b->p, true);
+	pool_build_free(b, r < 0);
 	if (r < 0) {
-		editor_undo_free(s->undo);
-		free(s);
-		return r;
+		log_warn("pool refill failed: %s", sandbox_last_error());
+		/* Try again later rather than spin on a host that cannot build now. */
+		if (!m->pool_timer)
+			loop_add_timer(m->loop, 1000, on_pool_timer, m, &m->pool_timer);
+		return;
 	}
 	pool_push(m, which, s);
 	m->pool_built++;
@@ -87,6 +130,53 @@ static int pool_build_one(Manager *m, int which)
 	r = session_start_interp(s, which == POOL_KERNEL ? INTERP_KERNEL : INTERP_PYTHON);
 	if (r < 0)
 		log_warn("pool sandbox %s: interpreter not started: %s", s->rid, strerror(-r));
+	pool_schedule(m);
+}
+
+static void on_build_deadline(Loop *l, void *data)
+{
+	PoolBuild *b = data;
+
+	(void)l;
+	b->timer = NULL;
+	log_warn("pool sandbox %s: not ready after %d ms, given up", b->s->rid, POOL_BUILD_MS);
+	pool_build_unlink(b);
+	session_build_abort(b->m, b->s, &b->p);
+	pool_build_free(b, true);
+}
+
+/* Start building one sandbox; it joins the pool when its child has become init. */
+static int pool_build_one(Manager *m, int which)
+{
+	PoolBuild *b = calloc(1, sizeof(*b));
+	Session *s = b ? session_alloc(m) : NULL;
+	int r;
+
+	if (!s) {
+		free(b);
+		return -ENOMEM;
+	}
+	*b = (PoolBuild){ .m = m, .s = s, .which = which };
+	s->undo = editor_undo_new();
+	r = s->undo ? pool_rid(s->rid, sizeof(s->rid)) : -ENOMEM;
+	if (r == 0) {
+		memcpy(s->id, s->rid, sizeof(s->id));
+		r = session_build_start(m, s, &b->p);
+	}
+	if (r < 0) {
+		pool_build_free(b, true);
+		return r;
+	}
+	if (loop_add_fd(m->loop, b->p.sync_fd, EPOLLIN, on_build_ready, b, &b->src) < 0 ||
+	    loop_add_timer(m->loop, POOL_BUILD_MS, on_build_deadline, b, &b->timer) < 0) {
+		loop_remove(m->loop, b->src);
+		session_build_abort(m, s, &b->p);
+		pool_build_free(b, true);
+		return -ENOMEM;
+	}
+	b->next = m->pool_builds;
+	m->pool_builds = b;
+	m->pool_building[which]++;
 	return 0;
 }
 
@@ -99,18 +189,22 @@ static void on_pool_timer(Loop *l, void *data)
 	if (m->draining)
 		return;
 	for (int which = POOL_NATIVE; which <= POOL_KERNEL; which++) {
-		if (m->pool_n[which] >= pool_target(m, which))
+		size_t have = m->pool_n[which] + m->pool_building[which];
+
+		if (have >= pool_target(m, which))
 			continue;
+		if (m->pool_building[0] + m->pool_building[1] >= POOL_BUILDS_MAX)
+			return; /* a finished build schedules the next */
 		/* Warm sandboxes count against the host's capacity like live ones. */
-		if ((int64_t)(m->n_sessions + m->pool_n[0] + m->pool_n[1]) >= m->cfg->max_sessions)
+		if ((int64_t)(m->n_sessions + m->pool_n[0] + m->pool_n[1] + m->pool_building[0] +
+			      m->pool_building[1]) >= m->cfg->max_sessions)
 			return;
 		if (pool_build_one(m, which) < 0) {
 			log_warn("pool refill failed: %s", sandbox_last_error());
-			/* Try again later rather than spin on a host that cannot build now. */
 			loop_add_timer(m->loop, 1000, on_pool_timer, m, &m->pool_timer);
 			return;
 		}
-		/* One sandbox per loop turn, so requests are served between builds. */
+		/* One start per loop turn, so requests are served between them. */
 		pool_schedule(m);
 		return;
 	}
@@ -124,8 +218,8 @@ void pool_schedule(Manager *m)
 
 	if (m->pool_timer)
 		return;
-	if (m->pool_n[POOL_NATIVE] >= pool_target(m, POOL_NATIVE) &&
-	    m->pool_n[POOL_KERNEL] >= pool_target(m, POOL_KERNEL))
+	if (m->pool_n[POOL_NATIVE] + m->pool_building[POOL_NATIVE] >= pool_target(m, POOL_NATIVE) &&
+	    m->pool_n[POOL_KERNEL] + m->pool_building[POOL_KERNEL] >= pool_target(m, POOL_KERNEL))
 		return;
 	loop_add_timer(m->loop, ready_at > now ? ready_at - now : 0, on_pool_timer, m,
 		       &m->pool_timer);
@@ -149,6 +243,13 @@ Session *pool_take(Manager *m, bool kernel)
 void pool_free_all(Manager *m)
 {
 	m->pool_timer = loop_remove(m->loop, m->pool_timer);
+	while (m->pool_builds) {
+		PoolBuild *b = m->pool_builds;
+
+		pool_build_unlink(b);
+		session_build_abort(m, b->s, &b->p);
+		pool_build_free(b, true);
+	}
 	for (int which = POOL_NATIVE; which <= POOL_KERNEL; which++)
 		while (m->pool[which])
 			session_destroy(m->pool[which], "shutdown");

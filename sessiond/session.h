@@ -150,7 +150,9 @@ struct Manager {
 	Session *sessions; /* live sessions */
 	Session *pool[2];  /* ready sandboxes: [0] Python native, [1] Python kernel tier */
 	size_t pool_n[2];
-	LoopSource *pool_timer; /* the next refill step */
+	LoopSource *pool_timer;	       /* the next refill step */
+	struct PoolBuild *pool_builds; /* sandboxes being built, their children setting up */
+	size_t pool_building[2];
 	uint64_t pool_built, pool_taken;
 	uint64_t pool_last_take_ms; /* monotonic time of the last hand-over */
 	size_t n_sessions;
@@ -189,6 +191,9 @@ Session *pool_take(Manager *m, bool kernel);
 void pool_unlink(Session *s);
 void pool_free_all(Manager *m);
 int session_build(Manager *m, Session *s);
+int session_build_start(Manager *m, Session *s, SandboxPending *p);
+int session_build_finish(Manager *m, Session *s, SandboxPending *p, bool wait);
+void session_build_abort(Manager *m, Session *s, SandboxPending *p);
 
 /* adopt.c */
 int session_adopt(Manager *m, const SessionRow *row);

@@ -488,28 +488,54 @@ int cgroup_create_from_parent(const SandboxEnv *env, const char *id, const Sandb
 	return r;
 }
 
-int cgroup_attach_from_parent(const SandboxEnv *env, const char *id, pid_t pid)
+int cgroup_prepare_from_parent(const SandboxEnv *env, const char *id, struct child_args *a)
 {
-	char dir[PATH_MAX], buf[32];
+	char dir[PATH_MAX], path[PATH_MAX];
 	int r;
 
-	snprintf(buf, sizeof(buf), "%d", (int)pid);
+	a->n_cg_procs = 0;
 	for (size_t i = 0; i < env->n_hier; i++) {
+		int fd;
+
 		r = cgroup_dir(&env->hier[i], id, dir, sizeof(dir));
 		if (r >= 0)
-			r = cg_write(dir, "cgroup.procs", buf);
-		if (r < 0) {
-			sandbox_set_error("attaching to %s: %s", dir, strerror(-r));
+			r = path_join(path, sizeof(path), dir, "cgroup.procs");
+		fd = r < 0 ? r : open(path, O_WRONLY | O_CLOEXEC);
+		if (fd < 0) {
+			r = r < 0 ? r : -errno;
+			sandbox_set_error("opening %s/cgroup.procs: %s", dir, strerror(-r));
+			cgroup_prepared_close(a);
 			return r;
 		}
+		a->cg_procs[a->n_cg_procs++] = fd;
 	}
+	return 0;
+}
+
+void cgroup_prepared_close(struct child_args *a)
+{
+	for (size_t i = 0; i < a->n_cg_procs; i++)
+		close(a->cg_procs[i]);
+	a->n_cg_procs = 0;
+}
+
+/*
+ * The child moves itself ("0" is the writer) before anything else. Done here rather
+ * than by the daemon: the first migration into a v1 hierarchy can wait out an RCU
+ * grace period (milliseconds), and the daemon's loop must not wait with it.
+ */
+int cgroup_attach_in_child(struct child_args *a)
+{
+	for (size_t i = 0; i < a->n_cg_procs; i++)
+		if (write(a->cg_procs[i], "0", 1) != 1)
+			return -errno;
 	return 0;
 }
 
 int cgroup_ns_in_child(struct child_args *a)
 {
 	(void)a;
-	/* After the parent moved us: the session cgroup becomes the namespace's root. */
+	/* After we joined it: the session cgroup becomes the namespace's root. */
 	return unshare(CLONE_NEWCGROUP) < 0 ? -errno : 0;
 }
 

@@ -67,6 +67,26 @@ int workspace_path(const SandboxEnv *env, const char *id, char *buf, size_t len)
 int sandbox_spawn(SandboxEnv *env, const char *id, uid_t uid, gid_t gid,
 		  const SandboxLimits *limits, Sandbox *ret);
 
+/*
+ * The same in two halves, so a daemon need not wait while the child sets itself up:
+ * start returns once the child runs (in its namespaces, lo up); its sync_fd turns
+ * readable when the child has become init or failed. finish then takes the result
+ * (wait: block until then, at most the spawn timeout; else -EAGAIN while not ready,
+ * p untouched). A failed finish, like abort, leaves nothing behind.
+ */
+typedef struct SandboxPending {
+	pid_t pid;   /* the child, init to be */
+	int pidfd;   /* its pidfd */
+	int ctl_fd;  /* the daemon's end of the control socket */
+	int sync_fd; /* readable when the child has exec'd paddock-init or failed */
+	char id[129];
+} SandboxPending;
+
+int sandbox_spawn_start(SandboxEnv *env, const char *id, uid_t uid, gid_t gid,
+			const SandboxLimits *limits, SandboxPending *ret);
+int sandbox_spawn_finish(SandboxEnv *env, SandboxPending *p, bool wait, Sandbox *ret);
+void sandbox_spawn_abort(SandboxEnv *env, SandboxPending *p);
+
 /* Kill init (so the kernel kills the whole pid namespace) and close fds. Does not wait. */
 void sandbox_kill(Sandbox *sb);
 /*

@@ -63,11 +63,11 @@ enum sandbox_step {
 	STEP_CGROUP_CREATE,
 	STEP_SOCKETS,
 	STEP_CLONE,
-	STEP_CGROUP_ATTACH,
 	STEP_NETNS,
 	STEP_RELEASE_CHILD,
 	STEP_CHILD_DIED,
 	/* child side */
+	STEP_CGROUP_ATTACH,
 	STEP_WAIT_PARENT,
 	STEP_CGROUP_NS,
 	STEP_MOUNT_PRIVATE,
@@ -125,6 +125,8 @@ struct child_args {
 	int ctl_child_fd;  /* becomes fd 3 */
 	int ctl_parent_fd; /* becomes fd 4: sessiond's end, kept by init for re-adoption */
 	int init_fd;	   /* paddock-init, O_PATH */
+	int cg_procs[CGROUP_HIER_MAX]; /* the session cgroup's cgroup.procs, one per hierarchy */
+	size_t n_cg_procs;
 	uid_t uid;
 	gid_t gid;
 	SandboxLimits limits;
@@ -157,8 +159,11 @@ void sandbox_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)
 int cgroup_env_setup(SandboxEnv *env, const char *cgroup_root, const char *instance);
 void cgroup_env_clear(SandboxEnv *env);
 int cgroup_create_from_parent(const SandboxEnv *env, const char *id, const SandboxLimits *limits);
-int cgroup_attach_from_parent(const SandboxEnv *env, const char *id, pid_t pid);
 int cgroup_ns_in_child(struct child_args *a);
+/* Open the session cgroup's cgroup.procs files for the child to join (a->cg_procs). */
+int cgroup_prepare_from_parent(const SandboxEnv *env, const char *id, struct child_args *a);
+void cgroup_prepared_close(struct child_args *a);
+int cgroup_attach_in_child(struct child_args *a);
 int cgroup_list_ids(const SandboxEnv *env, char ***ids, size_t *n, size_t *cap);
 
 /* How cgroup_kill_dir() stops a cgroup's tasks from forking while it kills them. */

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdio.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -99,7 +100,8 @@ struct child_step {
 
 /* The child's setup, in its fixed order. */
 static const struct child_step child_checklist[] = {
-	{ STEP_WAIT_PARENT, wait_for_parent_in_child }, /* in the cgroup, lo up */
+	{ STEP_CGROUP_ATTACH, cgroup_attach_in_child },
+	{ STEP_WAIT_PARENT, wait_for_parent_in_child }, /* lo up */
 	{ STEP_CGROUP_NS, cgroup_ns_in_child },
 	{ STEP_MOUNT_PRIVATE, mount_private_in_child },
 	{ STEP_MOUNT_ROOT, mount_root_in_child },
@@ -161,8 +163,9 @@ static bool limits_valid(const SandboxLimits *l)
 	       l->workspace_bytes > 0 && l->tmp_bytes > 0 && l->nofile > 0;
 }
 
-/* Wait for the child to exec (EOF on the sync socket) or report a failed step. */
-static int wait_for_child_from_parent(int sync_fd, int pidfd, unsigned *step)
+/* Wait up to timeout_ms for the child to exec (EOF on the sync socket) or report a
+ * failed step; -EAGAIN if it is still setting up when the time is up. */
+static int wait_for_child_from_parent(int sync_fd, int pidfd, int timeout_ms, unsigned *step)
 {
 	struct pollfd p = { .fd = sync_fd, .events = POLLIN };
 	struct child_failure f;
@@ -171,14 +174,12 @@ static int wait_for_child_from_parent(int sync_fd, int pidfd, unsigned *step)
 	int r;
 
 	do
-		r = poll(&p, 1, SPAWN_TIMEOUT_MS);
+		r = poll(&p, 1, timeout_ms);
 	while (r < 0 && errno == EINTR);
 	if (r < 0)
 		return -errno;
-	if (r == 0) {
-		*step = STEP_RELEASE_CHILD;
-		return -ETIMEDOUT;
-	}
+	if (r == 0)
+		return -EAGAIN;
 	n = recv(sync_fd, &f, sizeof(f), 0);
 	if (n < 0)
 		return -errno;
@@ -196,8 +197,29 @@ static int wait_for_child_from_parent(int sync_fd, int pidfd, unsigned *step)
 	return 0;
 }
 
-int sandbox_spawn(SandboxEnv *env, const char *id, uid_t uid, gid_t gid,
-		  const SandboxLimits *limits, Sandbox *ret)
+/* Kill the child, wait for it, remove its cgroup; step and r say why (for the error). */
+static void spawn_undo(SandboxEnv *env, const char *id, int pidfd, unsigned step, int r)
+{
+	if (pidfd >= 0) {
+		siginfo_t si;
+
+		pidfd_kill(pidfd);
+		while (waitid(P_PIDFD, pidfd, &si, WEXITED) < 0 && errno == EINTR)
+			;
+	}
+	/* Reaped, the child has left the cgroup; the kernel may still need a moment. */
+	for (int tries = 0; tries < 100; tries++) {
+		struct timespec ms = { 0, 1000000 };
+
+		if (sandbox_cgroup_remove(env, id) != -EBUSY)
+			break;
+		nanosleep(&ms, NULL);
+	}
+	sandbox_set_error("%s: %s", sandbox_step_name(step), strerror(-r));
+}
+
+int sandbox_spawn_start(SandboxEnv *env, const char *id, uid_t uid, gid_t gid,
+			const SandboxLimits *limits, SandboxPending *ret)
 {
 	struct child_args a = { 0 };
 	struct clone_args ca = { 0 };
@@ -231,17 +253,20 @@ int sandbox_spawn(SandboxEnv *env, const char *id, uid_t uid, gid_t gid,
 	r = cgroup_create_from_parent(env, id, limits);
 	if (r < 0)
 		return r; /* it said why */
+	r = cgroup_prepare_from_parent(env, id, &a);
+	if (r < 0)
+		goto undo;
 
 	step = STEP_SOCKETS;
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
 		r = -errno;
-		goto undo_cgroup;
+		goto undo;
 	}
 	ctl_parent = sp[0];
 	ctl_child = sp[1];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
 		r = -errno;
-		goto undo_cgroup;
+		goto undo;
 	}
 	sync_parent = sp[0];
 	sync_child = sp[1];
@@ -257,57 +282,79 @@ int sandbox_spawn(SandboxEnv *env, const char *id, uid_t uid, gid_t gid,
 	pid = syscall(SYS_clone3, &ca, sizeof(ca));
 	if (pid < 0) {
 		r = -errno;
-		goto undo_cgroup;
+		goto undo;
 	}
 	if (pid == 0)
 		child_main(&a, sync_parent);
 
+	cgroup_prepared_close(&a);
 	ctl_child = safe_close(ctl_child);
 	sync_child = safe_close(sync_child);
 
-	step = STEP_CGROUP_ATTACH;
-	r = cgroup_attach_from_parent(env, id, pid);
-	if (r < 0)
-		goto undo_child;
+	/* Meanwhile the child joins its cgroup. */
 	step = STEP_NETNS;
 	r = netns_setup_from_parent(env, pidfd, pid);
 	if (r < 0)
-		goto undo_child;
+		goto undo;
 	step = STEP_RELEASE_CHILD;
 	if (write(sync_parent, "g", 1) != 1) {
 		r = -errno;
-		goto undo_child;
+		goto undo;
 	}
-	r = wait_for_child_from_parent(sync_parent, pidfd, &step);
-	if (r < 0)
-		goto undo_child;
 
-	ret->pid = pid;
+	*ret = (SandboxPending){ .pid = pid };
+	snprintf(ret->id, sizeof(ret->id), "%s", id);
 	ret->pidfd = TAKE_FD(pidfd);
 	ret->ctl_fd = TAKE_FD(ctl_parent);
+	ret->sync_fd = TAKE_FD(sync_parent);
+	return 0;
+
+undo:
+	cgroup_prepared_close(&a);
+	spawn_undo(env, id, pidfd, step, r);
+	return r;
+}
+
+int sandbox_spawn_finish(SandboxEnv *env, SandboxPending *p, bool wait, Sandbox *ret)
+{
+	unsigned step = STEP_RELEASE_CHILD;
+	int r = wait_for_child_from_parent(p->sync_fd, p->pidfd, wait ? SPAWN_TIMEOUT_MS : 0,
+					   &step);
+
+	if (r == -EAGAIN && !wait)
+		return r; /* still setting up: p is untouched */
+	p->sync_fd = safe_close(p->sync_fd);
+	if (r == -EAGAIN)
+		r = -ETIMEDOUT;
+	if (r < 0) {
+		spawn_undo(env, p->id, p->pidfd, step, r);
+		p->pidfd = safe_close(p->pidfd);
+		p->ctl_fd = safe_close(p->ctl_fd);
+		return r;
+	}
+	ret->pid = p->pid;
+	ret->pidfd = TAKE_FD(p->pidfd);
+	ret->ctl_fd = TAKE_FD(p->ctl_fd);
 	ret->ctl_fd_in_init = INIT_CTL_PARENT_FD;
 	sandbox_set_error("%s", "");
 	return 0;
+}
 
-undo_child:
-	pidfd_kill(pidfd);
-	{
-		siginfo_t si;
+void sandbox_spawn_abort(SandboxEnv *env, SandboxPending *p)
+{
+	p->sync_fd = safe_close(p->sync_fd);
+	spawn_undo(env, p->id, p->pidfd, STEP_RELEASE_CHILD, -ECANCELED);
+	p->pidfd = safe_close(p->pidfd);
+	p->ctl_fd = safe_close(p->ctl_fd);
+}
 
-		while (waitid(P_PIDFD, pidfd, &si, WEXITED) < 0 && errno == EINTR)
-			;
-	}
-undo_cgroup:
-	/* Reaped, the child has left the cgroup; the kernel may still need a moment. */
-	for (int tries = 0; tries < 100; tries++) {
-		struct timespec ms = { 0, 1000000 };
+int sandbox_spawn(SandboxEnv *env, const char *id, uid_t uid, gid_t gid,
+		  const SandboxLimits *limits, Sandbox *ret)
+{
+	SandboxPending p;
+	int r = sandbox_spawn_start(env, id, uid, gid, limits, &p);
 
-		if (sandbox_cgroup_remove(env, id) != -EBUSY)
-			break;
-		nanosleep(&ms, NULL);
-	}
-	sandbox_set_error("%s: %s", sandbox_step_name(step), strerror(-r));
-	return r;
+	return r < 0 ? r : sandbox_spawn_finish(env, &p, true, ret);
 }
 
 void sandbox_kill(Sandbox *sb)
