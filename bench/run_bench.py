@@ -577,6 +577,86 @@ class Bench:
                      median=pd["median"] / ms, p99=pd["p99"] / ms,
                      note=f"cold stack: median {cd['median'] / ms:.2f} ms, p99 {cd['p99'] / ms:.2f} ms")
 
+    def wait_pool_started(self, stack, want, timeout=180):
+        deadline = time.monotonic() + timeout
+        while True:
+            st = self.stats(stack)
+            if st.get("pool_started", 0) >= want:
+                return st
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the pool did not reach {want} started sandboxes: {st}")
+            time.sleep(0.01)
+
+    def row_refill(self):
+        """Refill capacity: take a full pool at once, time its rebuild (sandbox and Python
+        started), and watch print(1) in another session meanwhile."""
+        import paddock_stack as ps
+        k = self.args.refill
+        self.section(f"2r. pool refill: {k} warm sandboxes taken at once, rebuilt while a "
+                     f"session runs print(1) every 5 ms")
+        st = ps.Stack(name="bench-refill", env={"PADDOCK_LOG_LEVEL": "info",
+                                                "PADDOCK_POOL_SIZE": str(k),
+                                                "PADDOCK_MAX_SESSIONS": str(2 * k + 16)}).start()
+        taken = []
+        try:
+            h = Http(st.port)
+            probe = h.create()
+            body = {"tool": "code_execution", "input": {"code": "print(1)"}}
+            h.exec(probe, body)
+            self.wait_pool_started(st, k)
+
+            def lat_loop(stop, out):
+                c = Http(st.port)
+                # Paced (one call per 5 ms), so the probe samples the loop without taking
+                # a core from the refill it watches.
+                while not stop.wait(0.005):
+                    t0 = time.perf_counter_ns()
+                    c.exec(probe, body)
+                    out.append(time.perf_counter_ns() - t0)
+                c.close()
+
+            quiet, busy = [], []
+            stop = threading.Event()
+            t = threading.Thread(target=lat_loop, args=(stop, quiet))
+            t.start()
+            time.sleep(2)
+            stop.set()
+            t.join()
+            before = self.stats(st)
+            stop = threading.Event()
+            t = threading.Thread(target=lat_loop, args=(stop, busy))
+            t.start()
+            t0 = time.monotonic()
+            taker = Http(st.port)
+            for _ in range(k):
+                taken.append(taker.create())
+            t_taken = time.monotonic() - t0
+            after = self.wait_pool_started(st, k)
+            elapsed = time.monotonic() - t0
+            stop.set()
+            t.join()
+            built = after.get("pool_built", 0) - before.get("pool_built", 0)
+            for sid in taken:
+                taker.destroy(sid)
+            taker.close()
+            h.destroy(probe)
+            h.close()
+        finally:
+            for p in st.stop():
+                self.stop_problems.append(f"refill stack: {p}")
+        q, b = stats_us(quiet), stats_us(busy)
+        self.samples["refill|quiet"], self.samples["refill|busy"] = quiet, busy
+        self.add_row(row="2r", what=f"pool refill, {k} sandboxes with Python started", unit="/s",
+                     n=built, median=built / elapsed, p99=None, target=">= 50/s on 2 cores",
+                     errors=0, note=f"{k} creates took {t_taken * 1e3:.0f} ms; {built} rebuilt and "
+                                    f"answering in {elapsed:.2f} s")
+        self.add_row(row="2r", what="  print(1) in another session during the refill", unit="ms",
+                     n=b["n"], median=b["median"] / 1e3, p99=b["p99"] / 1e3, peer="same, pool full",
+                     peer_median=q["median"] / 1e3, peer_p99=q["p99"] / 1e3,
+                     ratio_median=b["median"] / q["median"], ratio_p99=b["p99"] / q["p99"],
+                     target="no stalls", note=f"max {max(busy) / 1e6:.1f} ms during the refill, "
+                                              f"{max(quiet) / 1e6:.1f} ms before (Python client)")
+
     # -- row 3: throughput
 
     def row_throughput(self):
@@ -1024,13 +1104,14 @@ def main():
     ap.add_argument("--bench-bin", help="where pdload, fcgi_fixed, vg_shim.so are (default BUILD/bench)")
     ap.add_argument("--out-dir", default=os.path.join(HERE, "results"))
     ap.add_argument("--name", help="results file name (default <date>_<kernel>)")
-    ap.add_argument("--rows", default="1,2,3,4,5,6,7", help="comma-separated rows to run")
+    ap.add_argument("--rows", default="1,2,2r,3,4,5,6,7", help="comma-separated rows to run")
     ap.add_argument("--code-n", type=int, default=50, help="row 7: runs per measurement")
     ap.add_argument("-n", type=int, default=2000, help="row 1: requests per measurement per round")
     ap.add_argument("--seconds", type=float, default=10, help="row 1: time bound per measurement")
     ap.add_argument("--rounds", type=int, default=3, help="row 1: interleaved rounds")
     ap.add_argument("--warmup", type=int, default=50)
     ap.add_argument("--creates", type=int, default=40, help="row 2: create/destroy cycles")
+    ap.add_argument("--refill", type=int, default=40, help="row 2r: warm sandboxes taken at once")
     ap.add_argument("--sessions", type=int, default=32, help="row 3: sessions and clients")
     ap.add_argument("--tput-seconds", type=int, default=10)
     ap.add_argument("--tput-rounds", type=int, default=3)
@@ -1054,7 +1135,7 @@ def main():
     t0 = time.monotonic()
     try:
         bench.start()
-        for key, fn in (("1", bench.row_latency), ("2", bench.row_create), ("3", bench.row_throughput),
+        for key, fn in (("1", bench.row_latency), ("2", bench.row_create), ("2r", bench.row_refill), ("3", bench.row_throughput),
                         ("4", bench.row_density), ("5", bench.row_files), ("6", bench.row_callgrind),
                         ("7", bench.row_code_tiers)):
             if key in rows:
