@@ -45,6 +45,9 @@ int http_read_all(HttpReq *h, size_t max, char **ret, size_t *len);
 int http_send_head(HttpReq *h, int status, const char *content_type, int64_t content_length,
 		   const char *extra);
 int http_write(HttpReq *h, const void *buf, size_t len);
+/* Send size bytes of fd (read from its current offset) as the body, after the head.
+ * -ENODATA if the file ended early; on any error the connection must not be reused. */
+int http_send_fd(HttpReq *h, int fd, int64_t size);
 
 /* A JSON response; body is not consumed. */
 int http_send_json(HttpReq *h, int status, json_object *body, const char *extra);

@@ -84,33 +84,6 @@ static bool mime_ok(const char *m)
 	return true;
 }
 
-/* Stream size bytes of fd to the client in CHUNK reads. */
-static int stream_fd(ReqCtx *rq, int fd, int64_t size)
-{
-	_cleanup_free_ char *buf = malloc(CHUNK);
-	int64_t sent = 0;
-
-	if (!buf)
-		return -ENOMEM;
-	while (sent < size) {
-		size_t want = size - sent < CHUNK ? (size_t)(size - sent) : CHUNK;
-		ssize_t n = read(fd, buf, want);
-		int r;
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0) /* the file shrank while we sent it */
-			return -ENODATA;
-		r = http_write(&rq->http, buf, (size_t)n);
-		if (r < 0)
-			return r;
-		sent += n;
-	}
-	return 0;
-}
-
 void otari_get(ReqCtx *rq)
 {
 	_cleanup_json_ json_object *sdreq = NULL;
@@ -161,7 +134,7 @@ void otari_get(ReqCtx *rq)
 			   "X-Content-Type-Options: nosniff\r\n"
 			   "Content-Security-Policy: default-src 'none'; sandbox\r\n");
 	if (r >= 0)
-		r = stream_fd(rq, rep.fd, st.st_size);
+		r = http_send_fd(&rq->http, rep.fd, st.st_size);
 	if (r < 0) {
 		/* The head is out: all we can do is cut the connection short. */
 		log_warn("GetFile stream ended early: %s REQUEST_ID=%s", strerror(-r),
