@@ -225,10 +225,25 @@ void pool_schedule(Manager *m)
 		       &m->pool_timer);
 }
 
+/* The sandbox to hand out: one whose interpreter already answered, else the oldest
+ * (new ones are pushed at the head: the tail has had the longest to start). */
+static Session *pool_pick(Manager *m, int which)
+{
+	enum interp_kind k = which == POOL_KERNEL ? INTERP_KERNEL : INTERP_PYTHON;
+	Session *s, *last = NULL;
+
+	for (s = m->pool[which]; s; s = s->next) {
+		if (s->interps[k].state == INTERP_READY && !s->interps[k].probing)
+			return s;
+		last = s;
+	}
+	return last;
+}
+
 Session *pool_take(Manager *m, bool kernel)
 {
 	int which = kernel ? POOL_KERNEL : POOL_NATIVE;
-	Session *s = m->pool[which];
+	Session *s = pool_pick(m, which);
 
 	if (!s)
 		return NULL;
