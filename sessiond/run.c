@@ -105,7 +105,7 @@ void interp_close(Interp *ip)
 	ip->line_len = ip->line_cap = ip->wlen = ip->woff = 0;
 	ip->state = INTERP_DEAD;
 	ip->ns_pid = ip->host_pid = 0;
-	ip->reap = false;
+	ip->reap = ip->ctl_wait_out = false;
 }
 
 void interp_destroy(Interp *ip)
@@ -410,6 +410,9 @@ static void drain_pipe(Interp *ip, int fd, OutBuf *b, unsigned max_reads)
 		/* Output between runs belongs to no call: it is dropped. */
 		if (ip->s->run && ip->s->run->kind == ip->kind)
 			outbuf_append(b, buf, (size_t)n, cap);
+		/* A short read emptied the pipe: no need for a read to say EAGAIN. */
+		if ((size_t)n < sizeof(buf))
+			break;
 	}
 }
 
@@ -495,6 +498,7 @@ static void interp_flush_request(Interp *ip)
 				continue;
 			if (errno == EAGAIN) {
 				loop_modify_fd(ip->s->m->loop, ip->ctl_src, EPOLLIN | EPOLLOUT);
+				ip->ctl_wait_out = true;
 				return;
 			}
 			break; /* the interpreter is gone; its EXITED event finishes the run */
@@ -504,7 +508,10 @@ static void interp_flush_request(Interp *ip)
 	free(ip->wbuf);
 	ip->wbuf = NULL;
 	ip->wlen = ip->woff = 0;
-	loop_modify_fd(ip->s->m->loop, ip->ctl_src, EPOLLIN);
+	/* Most requests fit the socket at once: then there is no EPOLLOUT to take back. */
+	if (ip->ctl_wait_out)
+		loop_modify_fd(ip->s->m->loop, ip->ctl_src, EPOLLIN);
+	ip->ctl_wait_out = false;
 }
 
 static int encode_request(const Run *run, const Interp *ip, char **buf, size_t *len)

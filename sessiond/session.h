@@ -62,6 +62,7 @@ typedef struct Interp {
 	size_t line_len, line_cap;
 	char *wbuf; /* request bytes not yet written to ctl */
 	size_t wlen, woff;
+	bool ctl_wait_out;	 /* EPOLLOUT is armed on ctl: the request did not fit at once */
 	OutBuf out_buf, err_buf; /* the current run's output */
 	uint64_t expect_id;	 /* id of the request whose reply we wait for; 0: none */
 	LoopSource *pid_src;	 /* host-side interpreters: their pidfd, readable at exit */
