@@ -101,19 +101,15 @@ static void pool_build_free(PoolBuild *b, bool failed)
 	free(b);
 }
 
-/* The child is init (or failed): hand the sandbox to the pool and start Python. */
-static void on_build_ready(Loop *l, int fd, uint32_t events, void *data)
+/* The child is init (or failed): the sandbox joins the pool and starts Python. */
+static void pool_build_complete(PoolBuild *b)
 {
-	PoolBuild *b = data;
 	Manager *m = b->m;
 	Session *s = b->s;
 	int which = b->which, r;
 
-	(void)l;
-	(void)fd;
-	(void)events;
 	/* Off the loop before finishing closes the fd: children cloned meanwhile may still
-	 * hold a copy of it, and epoll would go on reporting it. Readable, it does not block. */
+	 * hold a copy of it, and epoll would go on reporting it. */
 	pool_build_unlink(b);
 	r = session_build_finish(m, s, &b->p, true);
 	pool_build_free(b, r < 0);
@@ -130,6 +126,17 @@ static void on_build_ready(Loop *l, int fd, uint32_t events, void *data)
 	r = session_start_interp(s, which == POOL_KERNEL ? INTERP_KERNEL : INTERP_PYTHON);
 	if (r < 0)
 		log_warn("pool sandbox %s: interpreter not started: %s", s->rid, strerror(-r));
+}
+
+static void on_build_ready(Loop *l, int fd, uint32_t events, void *data)
+{
+	PoolBuild *b = data;
+	Manager *m = b->m;
+
+	(void)l;
+	(void)fd;
+	(void)events;
+	pool_build_complete(b); /* readable: finishing does not block */
 	pool_schedule(m);
 }
 
@@ -240,11 +247,28 @@ static Session *pool_pick(Manager *m, int which)
 	return last;
 }
 
+/* Nothing ready: finish the oldest build under way (new ones are pushed at the head),
+ * waiting for the rest of its child's set-up; less than a build from scratch. */
+static void pool_finish_oldest(Manager *m, int which)
+{
+	PoolBuild *oldest = NULL;
+
+	for (PoolBuild *b = m->pool_builds; b; b = b->next)
+		if (b->which == which)
+			oldest = b;
+	if (oldest)
+		pool_build_complete(oldest);
+}
+
 Session *pool_take(Manager *m, bool kernel)
 {
 	int which = kernel ? POOL_KERNEL : POOL_NATIVE;
 	Session *s = pool_pick(m, which);
 
+	if (!s) {
+		pool_finish_oldest(m, which);
+		s = pool_pick(m, which);
+	}
 	if (!s)
 		return NULL;
 	pool_unlink(s);

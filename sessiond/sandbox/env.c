@@ -39,6 +39,7 @@ static const char *const step_names[STEP_MAX] = {
 	[STEP_NETNS] = "network (lo, egress link)",
 	[STEP_RELEASE_CHILD] = "release child",
 	[STEP_CHILD_DIED] = "child died before exec",
+	[STEP_NETNS_CHILD] = "network namespace (lo)",
 	[STEP_WAIT_PARENT] = "wait for parent",
 	[STEP_CGROUP_NS] = "cgroup namespace",
 	[STEP_MOUNT_PRIVATE] = "mount propagation private",

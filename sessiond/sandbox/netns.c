@@ -296,16 +296,13 @@ undo_veth:
 	return r;
 }
 
-int netns_setup_from_parent(SandboxEnv *env, int pidfd, pid_t pid)
+/* Bring lo up in the namespace sk talks to. */
+static int lo_up(struct nl_sock *sk)
 {
-	_cleanup_(nl_socket_freep) struct nl_sock *sk = NULL;
 	_cleanup_(rtnl_link_putp) struct rtnl_link *lo = NULL;
 	_cleanup_(rtnl_link_putp) struct rtnl_link *change = NULL;
 	int r;
 
-	r = netlink_socket_in(env, pidfd, &sk);
-	if (r < 0)
-		return r;
 	r = errno_from_nle(rtnl_link_get_kernel(sk, 0, "lo", &lo));
 	if (r < 0)
 		return r;
@@ -313,8 +310,41 @@ int netns_setup_from_parent(SandboxEnv *env, int pidfd, pid_t pid)
 	if (!change)
 		return -ENOMEM;
 	rtnl_link_set_flags(change, IFF_UP);
-	r = errno_from_nle(rtnl_link_change(sk, lo, change, 0));
+	return errno_from_nle(rtnl_link_change(sk, lo, change, 0));
+}
+
+int netns_setup_from_parent(SandboxEnv *env, int pidfd, pid_t pid)
+{
+	_cleanup_(nl_socket_freep) struct nl_sock *sk = NULL;
+	int r;
+
+	r = netlink_socket_in(env, pidfd, &sk);
+	if (r < 0)
+		return r;
+	r = lo_up(sk);
 	if (r < 0 || !env->egress)
 		return r;
 	return egress_setup(env, sk, pid);
+}
+
+int netns_in_child(struct child_args *a)
+{
+	_cleanup_(nl_socket_freep) struct nl_sock *sk = NULL;
+	int r;
+
+	if (!a->net_in_child)
+		return 0; /* cloned into it; the daemon sets it up (the egress link needs both ends) */
+	/*
+	 * Creating a network namespace and changing a link take the rtnl lock, which the
+	 * teardown of other sessions' namespaces holds for milliseconds at a time: here the
+	 * child waits for it, not the daemon's loop. The daemon is single-threaded, so
+	 * libnl's allocations are safe between clone and exec.
+	 */
+	if (unshare(CLONE_NEWNET) < 0)
+		return -errno;
+	sk = nl_socket_alloc();
+	if (!sk)
+		return -ENOMEM;
+	r = errno_from_nle(nl_connect(sk, NETLINK_ROUTE));
+	return r < 0 ? r : lo_up(sk);
 }

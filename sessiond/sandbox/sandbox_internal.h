@@ -68,6 +68,7 @@ enum sandbox_step {
 	STEP_CHILD_DIED,
 	/* child side */
 	STEP_CGROUP_ATTACH,
+	STEP_NETNS_CHILD,
 	STEP_WAIT_PARENT,
 	STEP_CGROUP_NS,
 	STEP_MOUNT_PRIVATE,
@@ -127,6 +128,7 @@ struct child_args {
 	int init_fd;	   /* paddock-init, O_PATH */
 	int cg_procs[CGROUP_HIER_MAX]; /* the session cgroup's cgroup.procs, one per hierarchy */
 	size_t n_cg_procs;
+	bool net_in_child; /* the child unshares its netns itself (no egress link to make) */
 	uid_t uid;
 	gid_t gid;
 	SandboxLimits limits;
@@ -178,6 +180,8 @@ int cgroup_kill_dir(const char *dir, enum cg_freezer how, const pid_t *keep, siz
 /* netns.c */
 int egress_pool_parse(const char *cidr, uint32_t *net, unsigned *prefix);
 int netns_setup_from_parent(SandboxEnv *env, int pidfd, pid_t pid);
+/* Without egress the child makes its own network namespace and brings lo up. */
+int netns_in_child(struct child_args *a);
 
 /* mount.c */
 int mount_prepare_from_parent(const SandboxEnv *env, const char *id, struct child_args *a);

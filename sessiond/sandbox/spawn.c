@@ -101,7 +101,8 @@ struct child_step {
 /* The child's setup, in its fixed order. */
 static const struct child_step child_checklist[] = {
 	{ STEP_CGROUP_ATTACH, cgroup_attach_in_child },
-	{ STEP_WAIT_PARENT, wait_for_parent_in_child }, /* lo up */
+	{ STEP_NETNS_CHILD, netns_in_child },
+	{ STEP_WAIT_PARENT, wait_for_parent_in_child },
 	{ STEP_CGROUP_NS, cgroup_ns_in_child },
 	{ STEP_MOUNT_PRIVATE, mount_private_in_child },
 	{ STEP_MOUNT_ROOT, mount_root_in_child },
@@ -275,8 +276,9 @@ int sandbox_spawn_start(SandboxEnv *env, const char *id, uid_t uid, gid_t gid,
 	a.ctl_parent_fd = ctl_parent;
 
 	step = STEP_CLONE;
-	ca.flags = CLONE_PIDFD | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
-		   CLONE_NEWUTS;
+	a.net_in_child = !env->egress;
+	ca.flags = CLONE_PIDFD | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS |
+		   (a.net_in_child ? 0 : CLONE_NEWNET);
 	ca.pidfd = (uint64_t)(uintptr_t)&pidfd;
 	ca.exit_signal = SIGCHLD;
 	pid = syscall(SYS_clone3, &ca, sizeof(ca));
@@ -291,9 +293,9 @@ int sandbox_spawn_start(SandboxEnv *env, const char *id, uid_t uid, gid_t gid,
 	ctl_child = safe_close(ctl_child);
 	sync_child = safe_close(sync_child);
 
-	/* Meanwhile the child joins its cgroup. */
+	/* Meanwhile the child joins its cgroup (and, without egress, makes its netns). */
 	step = STEP_NETNS;
-	r = netns_setup_from_parent(env, pidfd, pid);
+	r = a.net_in_child ? 0 : netns_setup_from_parent(env, pidfd, pid);
 	if (r < 0)
 		goto undo;
 	step = STEP_RELEASE_CHILD;
