@@ -362,6 +362,8 @@ class Bench:
         ps.BUILD_DIR = self.args.build
         env = {"PADDOCK_LOG_LEVEL": "info",
                "PADDOCK_MAX_SESSIONS": str(max(64, self.args.density + 64))}
+        if self.args.pool_size is not None:
+            env["PADDOCK_POOL_SIZE"] = str(self.args.pool_size)
         self.stack = ps.Stack(name="bench", env=env).start()
         self.http = Http(self.stack.port)
         # The fixed reply: paddock's own answer to print(1), so both carry the same bytes.
@@ -1111,6 +1113,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3, help="row 1: interleaved rounds")
     ap.add_argument("--warmup", type=int, default=50)
     ap.add_argument("--creates", type=int, default=40, help="row 2: create/destroy cycles")
+    ap.add_argument("--pool-size", type=int, help="pool_size of the main stack (default: paddock's)")
     ap.add_argument("--refill", type=int, default=40, help="row 2r: warm sandboxes taken at once")
     ap.add_argument("--sessions", type=int, default=32, help="row 3: sessions and clients")
     ap.add_argument("--tput-seconds", type=int, default=10)
