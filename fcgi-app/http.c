@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -14,6 +13,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "io.h"
 #include "json_out.h"
 
 #define DRAIN_MAX (1 << 20) /* unread body we read away to keep a connection */
@@ -197,30 +197,6 @@ int http_write(HttpReq *h, const void *buf, size_t len)
 #define FCGI_STDOUT_TYPE 6
 #define RECORD_CONTENT_MAX 65528 /* the largest multiple of 8 that fits */
 
-static int wait_writable(int fd)
-{
-	struct pollfd p = { .fd = fd, .events = POLLOUT };
-
-	return poll(&p, 1, -1) < 0 && errno != EINTR ? -errno : 0;
-}
-
-static int write_full(int fd, const uint8_t *p, size_t len)
-{
-	while (len > 0) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN && wait_writable(fd) == 0)
-			continue;
-		if (n < 0)
-			return -errno;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 /* One FCGI_STDOUT record whose content is the next len bytes of fd, sent by sendfile. */
 static int send_record_from_fd(int sock, int request_id, int fd, size_t len)
 {
@@ -233,14 +209,14 @@ static int send_record_from_fd(int sock, int request_id, int fd, size_t len)
 				 0,
 				 0 };
 	static const uint8_t zeros[4096];
-	int r = write_full(sock, hdr, sizeof(hdr));
+	int r = io_write_all(sock, hdr, sizeof(hdr));
 
 	while (r == 0 && len > 0) {
 		ssize_t n = sendfile(sock, fd, NULL, len);
 
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0 && errno == EAGAIN && wait_writable(sock) == 0)
+		if (n < 0 && errno == EAGAIN && io_wait_writable(sock) == 0)
 			continue;
 		if (n < 0)
 			return -errno;
@@ -249,7 +225,7 @@ static int send_record_from_fd(int sock, int request_id, int fd, size_t len)
 			while (r == 0 && len > 0) {
 				size_t k = len < sizeof(zeros) ? len : sizeof(zeros);
 
-				r = write_full(sock, zeros, k);
+				r = io_write_all(sock, zeros, k);
 				len -= k;
 			}
 			return r < 0 ? r : -ENODATA;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "io.h"
 #include "json_in.h"
 #include "json_out.h"
 #include "log.h"
@@ -191,24 +192,9 @@ static int up_begin(void *ud, const char *name, const char *filename)
 	return 0;
 }
 
-static int write_all(int fd, const char *buf, size_t len)
-{
-	while (len > 0) {
-		ssize_t n = write(fd, buf, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		buf += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 static int up_flush(struct upload *u)
 {
-	int r = u->wlen ? write_all(u->fd, u->wbuf, u->wlen) : 0;
+	int r = u->wlen ? io_write_all(u->fd, u->wbuf, u->wlen) : 0;
 
 	u->wlen = 0;
 	return r;
@@ -225,7 +211,7 @@ static int up_data(void *ud, const char *buf, size_t len)
 		if (!u->wbuf || len >= PUT_WRITE_BUFFER) {
 			int r = up_flush(u);
 
-			return r < 0 ? r : write_all(u->fd, buf, len);
+			return r < 0 ? r : io_write_all(u->fd, buf, len);
 		}
 		if (u->wlen + len > PUT_WRITE_BUFFER) {
 			int r = up_flush(u);

@@ -60,6 +60,7 @@
 #include <json-c/json.h>
 
 #include "cleanup.h"
+#include "io.h"
 #include "wsfs.h"
 
 #define EDITOR_UNDO_LEVELS 16
@@ -397,21 +398,6 @@ static int load_text(EditorReq *q, bool dir_ok, Text *t)
 	return 0;
 }
 
-static int write_all(int fd, const char *data, size_t len)
-{
-	while (len > 0) {
-		ssize_t n = write(fd, data, len);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		data += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 /* Replace (or create) q->rel with data atomically, as the session's owner. */
 static int write_text(EditorReq *q, const char *data, size_t len, mode_t mode)
 {
@@ -421,7 +407,7 @@ static int write_text(EditorReq *q, const char *data, size_t len, mode_t mode)
 	fd = wsfs_open_tmp(q->ws_fd, q->uid, q->gid);
 	if (fd < 0)
 		return fd;
-	r = write_all(fd, data, len);
+	r = io_write_all(fd, data, len);
 	if (r < 0)
 		return r;
 	if (mode != 0644 && fchmod(fd, mode & 0777) < 0)
