@@ -465,6 +465,14 @@ class Stack:
         return path
 
     def start(self):
+        """Start sessiond, the worker and nginx; if one fails, stop the others and raise."""
+        try:
+            return self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self):
         self.state_dir = tempfile.mkdtemp(prefix=f"paddock-{self.name}-")
         os.chmod(self.state_dir, 0o755)
         for d in ("log", "nginx", "run"):
