@@ -40,6 +40,12 @@ void proto_header_encode(uint8_t hdr[PROTO_HEADER_SIZE], uint8_t type, uint32_t 
  */
 ssize_t proto_frame_parse(const uint8_t *buf, size_t len, uint8_t *type, size_t *payload_len);
 
+/*
+ * Connect to sessiond's unix socket at path; replies that take longer than
+ * reply_timeout_s make reads fail with EAGAIN. Returns the fd or -errno.
+ */
+int proto_connect(const char *path, int reply_timeout_s);
+
 /* Blocking write of a whole frame, with optional descriptors attached. */
 int proto_write_frame(int fd, uint8_t type, const void *payload, size_t len, const int *fds,
 		      size_t nfds);

@@ -7,8 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/time.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "cleanup.h"
@@ -35,22 +33,11 @@ void sd_client_done(SdClient *c)
 
 static int sd_connect(SdClient *c)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct timeval tv = { .tv_sec = c->reply_timeout_s };
-	_cleanup_close_ int fd = -1;
+	int fd = proto_connect(c->sock_path, c->reply_timeout_s);
 
-	if (strlen(c->sock_path) >= sizeof(sa.sun_path))
-		return -ENAMETOOLONG;
-	strcpy(sa.sun_path, c->sock_path);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
-		return -errno;
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		return -errno;
-	/* A hung daemon must not hold a worker thread forever. */
-	if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0)
-		return -errno;
-	c->fd = TAKE_FD(fd);
+		return fd;
+	c->fd = fd;
 	return 0;
 }
 
