@@ -13,13 +13,7 @@ tree="$out/paddock-$version"
 
 rm -rf "$tree"
 mkdir -p "$tree"
-if git -C "$src" rev-parse --git-dir >/dev/null 2>&1; then
-	git -C "$src" ls-files -z --cached --others --exclude-standard
-else
-	(cd "$src" && find . -path ./build -prune -o -path './build-*' -prune -o \
-		-path ./.git -prune -o -type f -print0)
-fi | (cd "$src" && xargs -0 sh -c 'for f; do [ -e "$f" ] && printf "%s\0" "$f"; done' sh) |
-	(cd "$src" && tar --null -T - -cf -) | tar -C "$tree" -xf -
+"$src/packaging/copy-source.sh" "$src" "$tree"
 rm -rf "$tree/debian"
 cp -a "$src/packaging/deb/debian" "$tree/debian"
 

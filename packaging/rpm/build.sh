@@ -16,13 +16,7 @@ mkdir -p "$out/SOURCES" "$out/SPECS" "$out/BUILD" "$out/RPMS" "$out/SRPMS"
 stage="$out/stage/paddock-$version"
 rm -rf "$out/stage"
 mkdir -p "$stage"
-if git -C "$src" rev-parse --git-dir >/dev/null 2>&1; then
-	git -C "$src" ls-files -z --cached --others --exclude-standard
-else
-	(cd "$src" && find . -path ./build -prune -o -path './build-*' -prune -o \
-		-path ./.git -prune -o -type f -print0)
-fi | (cd "$src" && xargs -0 sh -c 'for f; do [ -e "$f" ] && printf "%s\0" "$f"; done' sh) |
-	(cd "$src" && tar --null -T - -cf -) | tar -C "$stage" -xf -
+"$src/packaging/copy-source.sh" "$src" "$stage"
 tar -C "$out/stage" -czf "$out/SOURCES/paddock-$version.tar.gz" "paddock-$version"
 rm -rf "$out/stage"
 cp "$src/packaging/systemd/paddock.sysusers" "$out/SOURCES/"
