@@ -402,9 +402,7 @@ int session_build_finish(Manager *m, Session *s, SandboxPending *p, bool wait)
 			sandbox_kill(&s->sb);
 			s->sb = (Sandbox){ .pidfd = -1, .ctl_fd = -1 };
 			/* The cgroup empties as init dies; the next start removes a straggler. */
-			for (int i = 0; i < 50 && sandbox_cgroup_remove(m->env, s->rid) == -EBUSY;
-			     i++)
-				usleep(1000);
+			sandbox_cgroup_remove_wait(m->env, s->rid, 50, 1);
 		}
 	}
 	if (r < 0)
@@ -794,11 +792,7 @@ void zombies_drain(Manager *m)
 			z->pidfd = -1;
 		}
 		z->src = loop_remove(m->loop, z->src);
-		for (int i = 0; i < ZOMBIE_MAX_TRIES; i++) {
-			if (sandbox_cgroup_remove(m->env, z->id) != -EBUSY)
-				break;
-			usleep(ZOMBIE_RETRY_MS * 1000);
-		}
+		sandbox_cgroup_remove_wait(m->env, z->id, ZOMBIE_MAX_TRIES, ZOMBIE_RETRY_MS);
 		workspace_destroy(m->env, z->id);
 		zombie_free(z);
 	}
@@ -840,11 +834,8 @@ static void adopt_or_clean(Manager *m)
 				/* A warm sandbox of the dead daemon, or a crash's remains: its
 				 * processes go first, so the cgroup can be removed. */
 				sandbox_cgroup_kill(m->env, ids[i], NULL, 0);
-				for (int t = 0; t < ZOMBIE_MAX_TRIES; t++) {
-					if (sandbox_cgroup_remove(m->env, ids[i]) != -EBUSY)
-						break;
-					usleep(ZOMBIE_RETRY_MS * 1000);
-				}
+				sandbox_cgroup_remove_wait(m->env, ids[i], ZOMBIE_MAX_TRIES,
+							   ZOMBIE_RETRY_MS);
 				workspace_destroy(m->env, ids[i]);
 				log_info("SESSION_ID=%s orphaned sandbox remains removed", ids[i]);
 			}

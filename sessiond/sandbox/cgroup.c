@@ -560,6 +560,21 @@ int sandbox_cgroup_remove(SandboxEnv *env, const char *id)
 	return ret;
 }
 
+int sandbox_cgroup_remove_wait(SandboxEnv *env, const char *id, unsigned tries,
+			       unsigned interval_ms)
+{
+	int r = -EBUSY;
+
+	for (unsigned i = 0; i < tries && r == -EBUSY; i++) {
+		struct timespec ts = { interval_ms / 1000, (long)(interval_ms % 1000) * 1000000 };
+
+		if (i > 0)
+			nanosleep(&ts, NULL);
+		r = sandbox_cgroup_remove(env, id);
+	}
+	return r;
+}
+
 /* How long sandbox_cgroup_kill() may take in all, and the wait for one freeze. */
 #define KILL_BUDGET_MS 2000
 #define FREEZE_WAIT_MS 200

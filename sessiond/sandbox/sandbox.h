@@ -102,6 +102,9 @@ void sandbox_kill(Sandbox *sb);
 int sandbox_cgroup_kill(SandboxEnv *env, const char *id, const pid_t *keep_host_pids, size_t nkeep);
 /* Remove the session's cgroup; -EBUSY while tasks remain (call again later). */
 int sandbox_cgroup_remove(SandboxEnv *env, const char *id);
+/* The same, blocking: up to tries attempts, interval_ms apart, while tasks drain. */
+int sandbox_cgroup_remove_wait(SandboxEnv *env, const char *id, unsigned tries,
+			       unsigned interval_ms);
 /*
  * The counters a run reports (cpu_ns, memory_peak, oom_kills), from files kept open:
  * reading them costs three pread()s instead of path walks in cgroupfs. Opaque; the

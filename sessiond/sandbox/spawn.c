@@ -209,13 +209,7 @@ static void spawn_undo(SandboxEnv *env, const char *id, int pidfd, unsigned step
 			;
 	}
 	/* Reaped, the child has left the cgroup; the kernel may still need a moment. */
-	for (int tries = 0; tries < 100; tries++) {
-		struct timespec ms = { 0, 1000000 };
-
-		if (sandbox_cgroup_remove(env, id) != -EBUSY)
-			break;
-		nanosleep(&ms, NULL);
-	}
+	sandbox_cgroup_remove_wait(env, id, 100, 1);
 	sandbox_set_error("%s: %s", sandbox_step_name(step), strerror(-r));
 }
 

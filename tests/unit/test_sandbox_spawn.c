@@ -106,20 +106,6 @@ static long long memory_limit_of(pid_t pid)
 	return v;
 }
 
-static int remove_cgroup(SandboxEnv *env, const char *id)
-{
-	int r = -EBUSY;
-
-	for (int i = 0; i < 1000 && r == -EBUSY; i++) {
-		struct timespec ms = { 0, 1000000 };
-
-		r = sandbox_cgroup_remove(env, id);
-		if (r == -EBUSY)
-			nanosleep(&ms, NULL);
-	}
-	return r;
-}
-
 /* Kill the sandbox and wait until its init is gone and reaped. */
 static void kill_and_reap(Sandbox *sb)
 {
@@ -358,7 +344,8 @@ static void timing(SandboxEnv *env, const SandboxLimits *lim, uid_t uid)
 		pong[i] = tu_now_ms() - t0;
 		CHECK(r >= 0, "PONG in timing run %d", i);
 		kill_and_reap(&sb);
-		CHECK(remove_cgroup(env, ID) == 0, "cgroup remove in timing run %d", i);
+		CHECK(sandbox_cgroup_remove_wait(env, ID, 1000, 1) == 0,
+		      "cgroup remove in timing run %d", i);
 	}
 	qsort(spawn, SPAWN_RUNS, sizeof(double), cmp_double);
 	qsort(pong, SPAWN_RUNS, sizeof(double), cmp_double);
@@ -491,7 +478,8 @@ int main(void)
 	kill_test(env, &sb);
 
 	kill_and_reap(&sb);
-	CHECK(remove_cgroup(env, ID) == 0, "sandbox_cgroup_remove: %s", sandbox_last_error());
+	CHECK(sandbox_cgroup_remove_wait(env, ID, 1000, 1) == 0, "sandbox_cgroup_remove: %s",
+	      sandbox_last_error());
 
 	timing(env, &lim, uid);
 

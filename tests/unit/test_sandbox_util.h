@@ -125,18 +125,6 @@ static inline void tu_setup(struct tu *t, const char *name)
 	};
 }
 
-static inline int tu_remove_cgroup(struct tu *t, const char *id)
-{
-	int r = -EBUSY;
-
-	for (int i = 0; i < 2000 && r == -EBUSY; i++) {
-		r = sandbox_cgroup_remove(t->env, id);
-		if (r == -EBUSY)
-			tu_sleep_ms(1);
-	}
-	return r;
-}
-
 static inline void tu_teardown(struct tu *t)
 {
 	char path[4200];
@@ -172,7 +160,8 @@ static inline void tu_destroy(struct tu *t, const char *id, Sandbox *sb)
 			;
 		close(pidfd);
 	}
-	CHECK(tu_remove_cgroup(t, id) == 0, "cgroup remove: %s", sandbox_last_error());
+	CHECK(sandbox_cgroup_remove_wait(t->env, id, 2000, 1) == 0, "cgroup remove: %s",
+	      sandbox_last_error());
 	CHECK(workspace_destroy(t->env, id) == 0, "workspace_destroy: %s", sandbox_last_error());
 }
 
