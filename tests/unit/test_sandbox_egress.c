@@ -142,10 +142,5 @@ int main(void)
 	tu_teardown(&t);
 	kill(server, SIGKILL);
 	waitpid(server, &st, 0);
-	if (failures) {
-		fprintf(stderr, "%d check(s) failed\n", failures);
-		return 1;
-	}
-	printf("ok\n");
-	return 0;
+	return tu_summary();
 }

@@ -254,10 +254,5 @@ int main(void)
 		printf("no cgroup2 mount: the v2 path is not tested here\n");
 	}
 	tu_teardown(&t);
-	if (failures) {
-		fprintf(stderr, "%d check(s) failed\n", failures);
-		return 1;
-	}
-	printf("ok\n");
-	return 0;
+	return tu_summary();
 }

@@ -210,10 +210,5 @@ int main(void)
 	filter_test(t.env);
 	sandbox_test(&t);
 	tu_teardown(&t);
-	if (failures) {
-		fprintf(stderr, "%d check(s) failed\n", failures);
-		return 1;
-	}
-	printf("ok\n");
-	return 0;
+	return tu_summary();
 }

@@ -502,10 +502,5 @@ int main(void)
 
 	cleanup_host(state, cgroot);
 
-	if (failures) {
-		fprintf(stderr, "%d check(s) failed\n", failures);
-		return 1;
-	}
-	printf("ok\n");
-	return 0;
+	return tu_summary();
 }

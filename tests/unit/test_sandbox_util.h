@@ -36,6 +36,17 @@ static int failures;
 		}                                                                                  \
 	} while (0)
 
+/* The closing line and the exit status of a sandbox test. */
+static inline int tu_summary(void)
+{
+	if (failures) {
+		fprintf(stderr, "%d check(s) failed\n", failures);
+		return 1;
+	}
+	printf("ok\n");
+	return 0;
+}
+
 static inline _Noreturn void tu_skip(const char *why)
 {
 	printf("SKIP: %s\n", why);
