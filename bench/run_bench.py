@@ -487,13 +487,7 @@ class Bench:
     # -- row 2: CreateSession + DestroySession, with the warm pool and without
 
     def stats(self, stack):
-        from proto_client import SessiondClient
-        c = SessiondClient(os.path.join(stack.run_dir, "sessiond.sock"))
-        try:
-            reply, _ = c.call({"op": "stats"})
-        finally:
-            c.close()
-        return reply
+        return stack.daemon_call({"op": "stats"})
 
     def create_cycles(self, http, count):
         create, first, destroy = [], [], []
@@ -715,12 +709,7 @@ class Bench:
     # -- row 4: density
 
     def admin_sessions(self):
-        from proto_client import SessiondClient
-        c = SessiondClient(os.path.join(self.stack.run_dir, "sessiond.sock"))
-        try:
-            reply, _ = c.call({"op": "admin_sessions"})
-        finally:
-            c.close()
+        reply = self.stack.daemon_call({"op": "admin_sessions"})
         assert reply.get("ok"), reply
         return reply["sessions"]
 

@@ -507,6 +507,16 @@ class Stack:
         self.started = True
         return self
 
+    def daemon_call(self, request):
+        """One request straight to sessiond's socket, as a worker sends it; the reply dict."""
+        from proto_client import SessiondClient
+        c = SessiondClient(os.path.join(self.run_dir, "sessiond.sock"))
+        try:
+            reply, _ = c.call(request)
+        finally:
+            c.close()
+        return reply
+
     def kill9(self, key):
         """SIGKILL one program of the stack, as a crash would, and wait for it to be gone."""
         p = self.procs[key]

@@ -11,7 +11,6 @@ import threading
 import time
 
 import paddock_stack as ps
-from proto_client import SessiondClient
 
 CLIENTS = 64
 SECONDS = float(os.environ.get("PADDOCK_STRESS_SECONDS", "30"))
@@ -30,12 +29,7 @@ def rss_kib(pid):
 
 
 def daemon_stats(stack):
-    c = SessiondClient(os.path.join(stack.run_dir, "sessiond.sock"))
-    try:
-        reply, _ = c.call({"op": "stats"})
-    finally:
-        c.close()
-    return reply
+    return stack.daemon_call({"op": "stats"})
 
 
 def one_round(client, i, statuses):
