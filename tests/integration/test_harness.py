@@ -345,9 +345,13 @@ def test_reap_collects_dead_children_left_by_a_killed_run(py):
     # Children forked by user code and killed from outside (as sessiond kills what a
     # timed-out run left behind) are the harness's zombies until it waits for them.
     reply, out, err = py.run("import os, time\n"
-                             "kids = [os.fork() for _ in range(3)]\n"
-                             "if 0 in kids:\n"
-                             "    time.sleep(60)\n"
+                             "kids = []\n"
+                             "for _ in range(3):\n"
+                             "    pid = os.fork()\n"
+                             "    if pid == 0:\n"
+                             "        time.sleep(60)\n"
+                             "        os._exit(0)\n"
+                             "    kids.append(pid)\n"
                              "print(' '.join(map(str, kids)))")
     assert reply["return_code"] == 0, err
     kids = [int(k) for k in out.split()]
