@@ -17,6 +17,7 @@
 #include "app.h"
 #include "cleanup.h"
 #include "config.h"
+#include "listen.h"
 #include "log.h"
 #include "server.h"
 
@@ -63,39 +64,29 @@ static int parse_args(int argc, char **argv, struct options *o)
 	return 0;
 }
 
-/* Our own unix socket: stale one removed, 0660, group socket_group when it exists. */
+/* Our own unix socket: 0660, group socket_group when it exists, replacing a stale one. */
 static int open_socket(const PaddockConfig *cfg, const char *path)
 {
+	struct group *g = getgrnam(cfg->socket_group);
+	gid_t gid = g ? g->gr_gid : (gid_t)-1;
 	struct stat st;
-	struct group *g;
-	mode_t old;
 	int fd;
 
-	if (lstat(path, &st) == 0) {
-		if (!S_ISSOCK(st.st_mode)) {
-			log_err("%s exists and is not a socket; not removing it", path);
-			return -EEXIST;
-		}
-		if (unlink(path) < 0) {
-			log_err("removing stale socket %s: %m", path);
-			return -errno;
-		}
+	if (lstat(path, &st) == 0 && !S_ISSOCK(st.st_mode)) {
+		log_err("%s exists and is not a socket; not replacing it", path);
+		return -EEXIST;
 	}
-	/* Never world-accessible, not even between bind() and chmod(). */
-	old = umask(0117);
-	fd = FCGX_OpenSocket(path, BACKLOG);
-	umask(old);
+	if (!g)
+		log_warn("group %s does not exist; %s keeps our group", cfg->socket_group, path);
+	fd = listen_unix_at(path, 0660, gid, BACKLOG, 0);
+	if (fd == -EPERM && g) {
+		log_warn("cannot give %s to group %s; it keeps our group", path, cfg->socket_group);
+		fd = listen_unix_at(path, 0660, (gid_t)-1, BACKLOG, 0);
+	}
 	if (fd < 0) {
-		log_err("cannot listen on %s: %m", path);
+		log_err("cannot listen on %s: %s", path, strerror(-fd));
 		return -EADDRNOTAVAIL;
 	}
-	if (chmod(path, 0660) < 0)
-		log_warn("chmod %s: %m", path);
-	g = getgrnam(cfg->socket_group);
-	if (g && chown(path, (uid_t)-1, g->gr_gid) < 0)
-		log_warn("chgrp %s to %s: %m", path, cfg->socket_group);
-	else if (!g)
-		log_warn("group %s does not exist; %s keeps our group", cfg->socket_group, path);
 	return fd;
 }
 

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "listen.h"
 #include "log.h"
 #include "proto.h"
 
@@ -355,30 +356,6 @@ static void on_accept(Loop *l, int fd, uint32_t events, void *data)
 	}
 }
 
-static int listen_unix(const char *path, gid_t group)
-{
-	_cleanup_close_ int fd = -1;
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-
-	if (strlen(path) >= sizeof(sa.sun_path))
-		return -ENAMETOOLONG;
-	strcpy(sa.sun_path, path);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		return -errno;
-	if (unlink(path) < 0 && errno != ENOENT)
-		return -errno;
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		return -errno;
-	if (chmod(path, 0660) < 0)
-		return -errno;
-	if (group != (gid_t)-1 && chown(path, 0, group) < 0)
-		return -errno;
-	if (listen(fd, 256) < 0)
-		return -errno;
-	return TAKE_FD(fd);
-}
-
 int server_new(Loop *l, const char *path, uid_t worker_uid, gid_t group, server_request_cb on_req,
 	       server_closed_cb on_closed, void *data, Server **ret)
 {
@@ -393,7 +370,7 @@ int server_new(Loop *l, const char *path, uid_t worker_uid, gid_t group, server_
 		       .on_req = on_req,
 		       .on_closed = on_closed,
 		       .data = data };
-	s->fd = listen_unix(path, group);
+	s->fd = listen_unix_at(path, 0660, group, 256, SOCK_CLOEXEC | SOCK_NONBLOCK);
 	if (s->fd < 0) {
 		r = s->fd;
 		free(s);
