@@ -3,6 +3,7 @@
 #pragma once
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -22,8 +23,15 @@ static inline void closep(int *fd)
 	}
 }
 
+static inline void fclosep(FILE **f)
+{
+	if (*f)
+		fclose(*f);
+}
+
 #define _cleanup_free_ _cleanup_(freep)
 #define _cleanup_close_ _cleanup_(closep)
+#define _cleanup_fclose_ _cleanup_(fclosep)
 
 /* Take the value out of a cleanup variable so the cleanup does nothing. */
 #define TAKE_PTR(p)                                                                                \

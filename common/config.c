@@ -108,6 +108,7 @@ static const struct setting settings[] = {
 	Z("tmp_bytes", tmp_bytes, "256M", 1 * MiB, 1024 * GiB),
 	I("nofile_max", nofile_max, "1024", 32, 1048576),
 	S("cgroup_root", cgroup_root, ""),
+	B("cgroup_favor_dynmods", cgroup_favor_dynmods, "true"),
 	B("egress", egress, "false"),
 	S("egress_pool", egress_pool, "10.209.0.0/16"),
 	S("egress_host_iface_prefix", egress_host_iface_prefix, "pdk"),

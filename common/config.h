@@ -71,7 +71,8 @@ typedef struct PaddockConfig {
 	int64_t workspace_bytes;
 	int64_t tmp_bytes;
 	int64_t nofile_max;
-	char *cgroup_root; /* where session cgroups go; empty: detect */
+	char *cgroup_root;	   /* where session cgroups go; empty: detect */
+	bool cgroup_favor_dynmods; /* set favordynmods on the cgroup2 mount at start */
 	bool egress;	   /* a veth with a default route in each session (docs/egress.md) */
 	char *egress_pool; /* IPv4 CIDR the sessions' /30 links come from */
 	char *egress_host_iface_prefix; /* host-side veth names: prefix + link number */

@@ -906,6 +906,8 @@ int manager_new(const PaddockConfig *cfg, Loop *loop, Manager **ret)
 	r = journal_new(m);
 	if (r < 0)
 		goto fail;
+	if (cfg->cgroup_favor_dynmods)
+		(void)sandbox_cgroup_favor_dynmods();
 	r = sandbox_env_new(cfg, &m->env);
 	if (r < 0) {
 		log_err("cannot prepare sandboxes: %s (%s)", strerror(-r), sandbox_last_error());

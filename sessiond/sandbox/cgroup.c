@@ -19,13 +19,6 @@
 #include "cleanup.h"
 #include "sandbox_internal.h"
 
-static inline void fclosep(FILE **f)
-{
-	if (*f)
-		fclose(*f);
-}
-#define _cleanup_fclose_ _cleanup_(fclosep)
-
 static int cg_write(const char *dir, const char *file, const char *val)
 {
 	char path[PATH_MAX];

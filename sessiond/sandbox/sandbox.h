@@ -46,6 +46,14 @@ void sandbox_env_remove_cgroup_parent(SandboxEnv *env);
 /* "v1" or "v2", for logs and capabilities. */
 const char *sandbox_env_cgroup_version(const SandboxEnv *env);
 
+/*
+ * Set favordynmods on the cgroup2 mount (dynmods.c says why): 1 when set now, 0 when
+ * it already was, -errno (logged) when it cannot be. The options to remount with are
+ * cgroup2_favor_dynmods_options(): 1 and out filled, or 0 when already there.
+ */
+int sandbox_cgroup_favor_dynmods(void);
+int cgroup2_favor_dynmods_options(const char *superopts, char *out, size_t len);
+
 /* Workspace: a size-capped tmpfs at <state_dir>/workspaces/<id>, root dir owned by uid. */
 int workspace_create(const SandboxEnv *env, const char *id, uid_t uid, gid_t gid, int64_t bytes);
 /* Detach the mount and remove the directory; 0 if it was already gone. */

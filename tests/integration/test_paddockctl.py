@@ -113,3 +113,29 @@ def test_doctor(ctl, stack):
                        text=True, env=env, timeout=60)
     assert r.returncode == 1
     assert "FAIL  sessiond" in r.stdout and "fix: systemctl start paddock-sessiond" in r.stdout
+
+
+
+def _cgroup2_superopts():
+    """The mount point and superblock options of the first cgroup2 mount, or None."""
+    with open("/proc/self/mountinfo", encoding="utf-8") as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            fstype, _source, opts = right.split()[:3]
+            if fstype == "cgroup2":
+                return left.split()[4], opts.split(",")
+    return None
+
+
+def test_sessiond_sets_favordynmods(ctl, stack):
+    """cgroup_favor_dynmods (on by default) remounts cgroup2 with favordynmods when
+    sessiond starts (the options already in force go along: test_mountinfo), and doctor
+    reports it. On a host where it was off, only sessiond can have set it."""
+    found = _cgroup2_superopts()
+    if found is None:
+        pytest.skip("no cgroup2 mount on this host")
+    mnt, opts = found
+    assert "favordynmods" in opts, (mnt, opts)
+    r = ctl("--json", "doctor", check=False)
+    by = {c["name"]: c for c in json.loads(r.stdout)["checks"]}
+    assert by["cgroup favordynmods"]["status"] == "ok", by["cgroup favordynmods"]

@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests for the cgroup2 mountinfo reader and the favordynmods remount options. */
+#include <errno.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "mountinfo.h"
+#include "sandbox.h"
+
+#include "unit.h"
+
+static void test_options_have(void)
+{
+	CHECK(mount_options_have("rw,nsdelegate,favordynmods", "favordynmods"));
+	CHECK(mount_options_have("favordynmods", "favordynmods"));
+	CHECK(mount_options_have("rw,nsdelegate", "rw"));
+	CHECK(!mount_options_have("rw,favordynmodsx", "favordynmods"));
+	CHECK(!mount_options_have("rw,xfavordynmods", "favordynmods"));
+	CHECK(!mount_options_have("", "rw"));
+	CHECK(!mount_options_have("rw,relatime", "ro"));
+}
+
+static void test_parse(void)
+{
+	char mnt[64], opts[64], tiny[8];
+	bool ro = true;
+
+	/* The hybrid layout, then a v2 host with systemd's options, then a v1 hierarchy. */
+	CHECK(mountinfo_parse_cgroup2("35 25 0:30 / /sys/fs/cgroup/unified rw,nosuid,nodev,noexec,"
+				      "relatime shared:10 - cgroup2 cgroup2 rw\n",
+				      mnt, sizeof(mnt), opts, sizeof(opts), &ro) == 0);
+	CHECK(strcmp(mnt, "/sys/fs/cgroup/unified") == 0);
+	CHECK(strcmp(opts, "rw") == 0);
+	CHECK(!ro);
+	CHECK(mountinfo_parse_cgroup2(
+		      "30 23 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime "
+		      "shared:4 - cgroup2 cgroup2 rw,nsdelegate,memory_recursiveprot\n",
+		      mnt, sizeof(mnt), opts, sizeof(opts), &ro) == 0);
+	CHECK(strcmp(mnt, "/sys/fs/cgroup") == 0);
+	CHECK(strcmp(opts, "rw,nsdelegate,memory_recursiveprot") == 0);
+	CHECK(mountinfo_parse_cgroup2("36 25 0:31 / /sys/fs/cgroup/cpu rw,relatime shared:11 - "
+				      "cgroup cgroup rw,cpu\n",
+				      mnt, sizeof(mnt), opts, sizeof(opts), &ro) == -ENOENT);
+	/* Read-only per mount (a service's ProtectControlGroups) or per superblock. */
+	CHECK(mountinfo_parse_cgroup2("30 23 0:26 / /sys/fs/cgroup ro,nosuid,nodev,noexec,relatime "
+				      "shared:4 - cgroup2 cgroup2 rw,nsdelegate\n",
+				      mnt, sizeof(mnt), opts, sizeof(opts), &ro) == 0);
+	CHECK(ro);
+	CHECK(mountinfo_parse_cgroup2("30 23 0:26 / /sys/fs/cgroup rw shared:4 - cgroup2 cgroup2 "
+				      "ro,nsdelegate\n",
+				      mnt, sizeof(mnt), opts, sizeof(opts), &ro) == 0);
+	CHECK(ro);
+	/* Malformed lines and short buffers. */
+	CHECK(mountinfo_parse_cgroup2("garbage\n", mnt, sizeof(mnt), opts, sizeof(opts), &ro) ==
+	      -ENOENT);
+	CHECK(mountinfo_parse_cgroup2("1 2 3 4 - cgroup2\n", mnt, sizeof(mnt), opts, sizeof(opts),
+				      &ro) == -ENOENT);
+	CHECK(mountinfo_parse_cgroup2("30 23 0:26 / /sys/fs/cgroup rw shared:4 - cgroup2 cgroup2 "
+				      "rw,nsdelegate\n",
+				      tiny, sizeof(tiny), opts, sizeof(opts),
+				      &ro) == -ENAMETOOLONG);
+}
+
+static void test_remount_options(void)
+{
+	char out[64];
+
+	CHECK(cgroup2_favor_dynmods_options("rw,nsdelegate,memory_recursiveprot", out,
+					    sizeof(out)) == 1);
+	CHECK(strcmp(out, "rw,nsdelegate,memory_recursiveprot,favordynmods") == 0);
+	CHECK(cgroup2_favor_dynmods_options("rw", out, sizeof(out)) == 1);
+	CHECK(strcmp(out, "rw,favordynmods") == 0);
+	CHECK(cgroup2_favor_dynmods_options("", out, sizeof(out)) == 1);
+	CHECK(strcmp(out, "favordynmods") == 0);
+	CHECK(cgroup2_favor_dynmods_options("rw,favordynmods,nsdelegate", out, sizeof(out)) == 0);
+	CHECK(cgroup2_favor_dynmods_options("rw,nsdelegate", out, 8) == -ENAMETOOLONG);
+}
+
+static void test_this_host(void)
+{
+	char mnt[4096], opts[512];
+	bool ro;
+	int r = mountinfo_find_cgroup2(mnt, sizeof(mnt), opts, sizeof(opts), &ro);
+
+	/* Whatever the layout, the answer is a cgroup2 mount point or "none". */
+	CHECK(r == 0 || r == -ENOENT);
+	if (r == 0)
+		CHECK(mnt[0] == '/' && opts[0] != '\0');
+}
+
+int main(void)
+{
+	test_options_have();
+	test_parse();
+	test_remount_options();
+	test_this_host();
+	return unit_summary();
+}
