@@ -29,7 +29,7 @@ HARNESS_DIR = Path(__file__).resolve().parents[1] / "sessiond" / "harness"
 # The command lines the sandbox's init runs (see docs/harness-protocol.md).
 HARNESSES = {
     "python": {
-        "argv": ["/usr/bin/python3", "-I", "-B", "-X", "utf8", str(HARNESS_DIR / "harness.py")],
+        "argv": ["/usr/bin/python3", "-I", "-S", "-B", "-X", "utf8", str(HARNESS_DIR / "harness.py")],
         "noop": "pass",
         "code": "print(1)",
         "expect": b"1\n",

@@ -456,8 +456,8 @@ static int harness_start(const struct opts *o, struct harness *h)
 			execle("/bin/bash", "bash", "--noprofile", "--norc", script, (char *)NULL,
 			       harness_env);
 		else
-			execle("/usr/bin/python3", "python3", "-I", "-u", script, (char *)NULL,
-			       harness_env);
+			execle("/usr/bin/python3", "python3", "-I", "-S", "-u", script,
+			       (char *)NULL, harness_env);
 		_exit(127);
 	}
 	close(ctl[1]);

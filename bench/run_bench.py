@@ -544,6 +544,10 @@ class Bench:
                 self.samples[f"{what}|{name}"] = vals
         py, _ = self.pdload("spawn", "-n", a.creates, "-t", 60, "--warmup", 3, "--",
                             "/usr/bin/python3", "-I", "-c", "pass", key="python3 -I -c pass")
+        # sessiond starts the harness with -S (no site, no .pth files): the same start.
+        pys_s, _ = self.pdload("spawn", "-n", a.creates, "-t", 60, "--warmup", 3, "--",
+                               "/usr/bin/python3", "-I", "-S", "-c", "pass",
+                               key="python3 -I -S -c pass")
         hs, _ = self.pdload("harness-start", "--kind", "python", "--lib", self.lib, "--workdir",
                             self.workdir, "--expect", "1\n", "-n", a.creates, "-t", 60, "--warmup", 3,
                             key="harness start + print(1)")
@@ -590,6 +594,13 @@ class Bench:
                      peer="python3 -I -c pass + 5 ms", peer_median=pys["median"] / ms + 5,
                      ratio_median=(cc["median"] + cf["median"]) / (pys["median"] + 5000),
                      target="<= 1x", note="sum of the two medians")
+        pyss = stats_us(self.samples["python3 -I -S -c pass"])
+        self.add_row(row="2", what="  cold create + first print(1)", unit="ms", n=cc["n"],
+                     median=(cc["median"] + cf["median"]) / ms, p99=None,
+                     peer="python3 -I -S -c pass + 5 ms", peer_median=pyss["median"] / ms + 5,
+                     ratio_median=(cc["median"] + cf["median"]) / (pyss["median"] + 5000),
+                     target="<= 1x", errors=pys_s["errors"],
+                     note="the same, against the interpreter started as sessiond starts it (-S)")
         self.add_row(row="2", what="DestroySession (pooled / cold)", unit="ms", n=pd["n"],
                      median=pd["median"] / ms, p99=pd["p99"] / ms,
                      note=f"cold stack: median {cd['median'] / ms:.2f} ms, p99 {cd['p99'] / ms:.2f} ms")

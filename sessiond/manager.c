@@ -850,8 +850,9 @@ static int interp_argv_init(Manager *m)
 {
 	const PaddockConfig *cfg = m->cfg;
 	char endpoint_harness[4096]; /* on the host, where the host keeps lib_dir */
-	const char *const table[INTERP_KIND_COUNT][5] = {
-		[INTERP_PYTHON] = { cfg->python_bin, "-I", "-u", "/opt/paddock/harness.py" },
+	const char *const table[INTERP_KIND_COUNT][6] = {
+		/* -S: the harness sets up sys.path itself, without the host's .pth files. */
+		[INTERP_PYTHON] = { cfg->python_bin, "-I", "-S", "-u", "/opt/paddock/harness.py" },
 		[INTERP_BASH] = { cfg->bash_bin, "--noprofile", "--norc",
 				  "/opt/paddock/harness.bash" },
 		[INTERP_NODE] = { cfg->node_bin, "/opt/paddock/harness.js" },

@@ -3,11 +3,13 @@
 
 The sandbox's init starts it, unprivileged, in /workspace, as
 
-    /usr/bin/python3 -I -B -X utf8 /opt/paddock/harness.py
+    /usr/bin/python3 -I -S -B -X utf8 /opt/paddock/harness.py
 
   -I       ignore PYTHON* variables and the user site directory, and keep the
-           script's own directory off sys.path; `site` still runs, so Debian's
-           dist-packages (numpy, ...) stay importable.
+           script's own directory off sys.path.
+  -S       no `site` at startup: the harness then gives user code what site
+           would (Debian's dist-packages on sys.path, exit/quit/help) without
+           running the host's .pth files (see _setup_site).
   -B       never write .pyc files: the workspace must hold only what the user
            made (importing a module from /workspace would add __pycache__).
   -X utf8  UTF-8 for stdio, open() and file names whatever the locale is.
@@ -178,7 +180,24 @@ def _on_sigint(signum, frame):
         raise KeyboardInterrupt
 
 
+def _setup_site():
+    """Under -S, what `site` gives user code, except .pth files. Those run code
+    from the host's site directories at every start (setuptools' and
+    matplotlib's take about as long as the rest of the interpreter's start on
+    Debian) and are of no use in a sandbox."""
+    if not sys.flags.no_site:
+        return
+    import site    # under -S, importing it does not run site.main()
+    for d in site.getsitepackages():
+        if d not in sys.path and os.path.isdir(d):
+            sys.path.append(d)
+    site.setquit()
+    site.setcopyright()
+    site.sethelper()
+
+
 def _setup_process():
+    _setup_site()
     _signal.signal(_signal.SIGINT, _on_sigint)
     # Whatever flags we were started with (-B, -X utf8 recommended): no .pyc
     # files in the workspace, and UTF-8 on the pipes, since sessiond returns

@@ -11,6 +11,7 @@ import os
 import selectors
 import signal
 import socket
+import subprocess
 import time
 from pathlib import Path
 
@@ -18,7 +19,7 @@ import pytest
 
 SOURCE_DIR = Path(os.environ.get("PADDOCK_SOURCE_DIR", Path(__file__).resolve().parents[2]))
 HARNESS_DIR = SOURCE_DIR / "sessiond" / "harness"
-PYTHON_ARGV = ["/usr/bin/python3", "-I", "-B", "-X", "utf8", str(HARNESS_DIR / "harness.py")]
+PYTHON_ARGV = ["/usr/bin/python3", "-I", "-S", "-B", "-X", "utf8", str(HARNESS_DIR / "harness.py")]
 BASH_ARGV = ["/bin/bash", "--noprofile", "--norc", str(HARNESS_DIR / "harness.bash")]
 REPLY_TIMEOUT = float(os.environ.get("HARNESS_REPLY_TIMEOUT", 20))
 
@@ -486,13 +487,42 @@ def test_python_request_id_is_echoed_first(py):
 
 def test_python_started_like_sessiond_does():
     # sessiond's table may pass -u instead of -B -X utf8: same behaviour.
-    harness = Harness(["/usr/bin/python3", "-I", "-u", str(HARNESS_DIR / "harness.py")], b"\n")
+    harness = Harness(["/usr/bin/python3", "-I", "-S", "-u", str(HARNESS_DIR / "harness.py")], b"\n")
     try:
         harness.send(json.dumps({"code": "import sys\nprint('é', sys.dont_write_bytecode)"}).encode())
         reply, out, err = harness.receive()
         assert json.loads(reply)["return_code"] == 0 and out.decode() == "é True\n"
     finally:
         harness.close()
+
+
+SITE_PROBE = """
+import builtins, os, site, sys
+dirs = [d for d in site.getsitepackages() if os.path.isdir(d)]
+print(sys.flags.no_site, [p for p in sys.path if p in dirs] == dirs)
+print(all(callable(getattr(builtins, n, None)) for n in ("exit", "quit", "help", "copyright")))
+print("_distutils_hack" in sys.modules)
+import yaml
+print(yaml.__file__.startswith(tuple(dirs)))
+"""
+
+
+def test_site_directories_without_pth_files(py):
+    """Started with -S, the harness puts Debian's dist-packages on sys.path and gives
+    user code exit/quit/help as site would, but runs none of the host's .pth files
+    (python3-setuptools' distutils-precedence.pth imports _distutils_hack)."""
+    reply, out, err = py.run(SITE_PROBE)
+    assert reply["return_code"] == 0, err
+    assert out.splitlines() == ["1 True", "True", "False", "True"], out
+
+
+def test_site_runs_the_pth_files_without_the_harness():
+    """The control for the test above: the same probe in a plain `python3 -I`."""
+    if not os.path.exists("/usr/lib/python3/dist-packages/distutils-precedence.pth"):
+        pytest.skip("python3-setuptools' .pth file is not installed")
+    r = subprocess.run(["/usr/bin/python3", "-I", "-c", SITE_PROBE], capture_output=True, text=True,
+                       timeout=60)
+    assert r.stdout.splitlines() == ["0 True", "True", "True", "True"], r.stdout + r.stderr
 
 
 def test_bash_request_id(sh):
