@@ -15,11 +15,17 @@
 static int bind_listening(int fd, const char *tmp, mode_t mode, gid_t group, int backlog)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	mode_t old;
+	int r;
 
 	strcpy(sa.sun_path, tmp);
 	if (unlink(tmp) < 0 && errno != ENOENT)
 		return -errno;
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+	/* Born owner-only: not even the temporary name lets anyone else connect. */
+	old = umask(0177);
+	r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+	umask(old);
+	if (r < 0)
 		return -errno;
 	if (chmod(tmp, mode) < 0)
 		return -errno;
