@@ -62,10 +62,13 @@ def test_mixed_load_leaves_nothing_behind(stacks):
     sessiond = stack.procs["paddock-sessiond"].pid
     fcgi = stack.procs["paddock-fcgi"].pid
 
-    # Warm up every worker thread's daemon connection, so they count in the baseline.
+    # Warm up every worker thread's daemon connection, so they count in the baseline: as
+    # many clients at once as the load below, so nginx hands work to every thread (with
+    # fewer, fast answers left some threads idle until the load, and their first
+    # connection looked like a leak).
     warm = []
     threads = [threading.Thread(target=one_round, args=(base.clone(), i, warm))
-               for i in range(16)]
+               for i in range(CLIENTS)]
     for t in threads:
         t.start()
     for t in threads:
@@ -73,8 +76,10 @@ def test_mixed_load_leaves_nothing_behind(stacks):
     assert all(s < 500 for s in warm), warm
 
     def settled():
+        # Also every pooled interpreter up: one still starting holds fewer fds.
         st = daemon_stats(stack)
-        return st["sessions"] == 0 and st["tearing_down"] == 0 and st["pool_ready"] == 4
+        return (st["sessions"] == 0 and st["tearing_down"] == 0 and st["pool_ready"] == 4
+                and st["pool_started"] == 4 and st["pool_building"] == 0)
 
     deadline = time.monotonic() + 30
     while not settled():
