@@ -54,9 +54,8 @@ void op_stats(Manager *m, Conn *c)
 	json_object_object_add(o, "pool_started", json_object_new_int64((int64_t)pool_started(m)));
 	json_object_object_add(o, "pool_target",
 			       json_object_new_int64(cfg->pool_size + cfg->code_prewarm));
-	json_object_object_add(
-		o, "pool_building",
-		json_object_new_int64((int64_t)(m->pool_building[0] + m->pool_building[1])));
+	json_object_object_add(o, "pool_building",
+			       json_object_new_int64((int64_t)pool_building_total(m)));
 	json_object_object_add(o, "pool_built", json_object_new_int64((int64_t)m->pool_built));
 	json_object_object_add(o, "pool_taken", json_object_new_int64((int64_t)m->pool_taken));
 	json_object_object_add(lim, "memory_bytes", json_object_new_int64(cfg->memory_max_bytes));

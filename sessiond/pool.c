@@ -27,6 +27,26 @@ static size_t pool_target(const Manager *m, int which)
 	return (size_t)(c->pool_size + c->code_prewarm);
 }
 
+/* Whether the pool is below its target, counting the sandboxes already being built. */
+static bool pool_short(const Manager *m, int which)
+{
+	return m->pool_n[which] + m->pool_building[which] < pool_target(m, which);
+}
+
+size_t pool_building_total(const Manager *m)
+{
+	return m->pool_building[POOL_NATIVE] + m->pool_building[POOL_KERNEL];
+}
+
+/* A build could not start or finish: try again later rather than spin on a host that
+ * cannot build now. */
+static void pool_retry_later(Manager *m)
+{
+	log_warn("pool refill failed: %s", sandbox_last_error());
+	if (!m->pool_timer)
+		loop_add_timer(m->loop, 1000, on_pool_timer, m, &m->pool_timer);
+}
+
 /* Pool sandboxes get their own names: a session id is only known when one is taken. */
 static int pool_rid(char *out, size_t len)
 {
@@ -114,10 +134,7 @@ static void pool_build_complete(PoolBuild *b)
 	r = session_build_finish(m, s, &b->p, true);
 	pool_build_free(b, r < 0);
 	if (r < 0) {
-		log_warn("pool refill failed: %s", sandbox_last_error());
-		/* Try again later rather than spin on a host that cannot build now. */
-		if (!m->pool_timer)
-			loop_add_timer(m->loop, 1000, on_pool_timer, m, &m->pool_timer);
+		pool_retry_later(m);
 		return;
 	}
 	pool_push(m, which, s);
@@ -126,6 +143,14 @@ static void pool_build_complete(PoolBuild *b)
 	r = session_start_interp(s, which == POOL_KERNEL ? INTERP_KERNEL : INTERP_PYTHON);
 	if (r < 0)
 		log_warn("pool sandbox %s: interpreter not started: %s", s->rid, strerror(-r));
+}
+
+/* Give a build up: its child is killed and what it held released. */
+static void pool_build_drop(PoolBuild *b)
+{
+	pool_build_unlink(b);
+	session_build_abort(b->m, b->s, &b->p);
+	pool_build_free(b, true);
 }
 
 static void on_build_ready(Loop *l, int fd, uint32_t events, void *data)
@@ -147,9 +172,7 @@ static void on_build_deadline(Loop *l, void *data)
 	(void)l;
 	b->timer = NULL;
 	log_warn("pool sandbox %s: not ready after %d ms, given up", b->s->rid, POOL_BUILD_MS);
-	pool_build_unlink(b);
-	session_build_abort(b->m, b->s, &b->p);
-	pool_build_free(b, true);
+	pool_build_drop(b);
 }
 
 /* Start building one sandbox; it joins the pool when its child has become init. */
@@ -196,19 +219,16 @@ static void on_pool_timer(Loop *l, void *data)
 	if (m->draining)
 		return;
 	for (int which = POOL_NATIVE; which <= POOL_KERNEL; which++) {
-		size_t have = m->pool_n[which] + m->pool_building[which];
-
-		if (have >= pool_target(m, which))
+		if (!pool_short(m, which))
 			continue;
-		if (m->pool_building[0] + m->pool_building[1] >= POOL_BUILDS_MAX)
+		if (pool_building_total(m) >= POOL_BUILDS_MAX)
 			return; /* a finished build schedules the next */
 		/* Warm sandboxes count against the host's capacity like live ones. */
-		if ((int64_t)(m->n_sessions + m->pool_n[0] + m->pool_n[1] + m->pool_building[0] +
-			      m->pool_building[1]) >= m->cfg->max_sessions)
+		if ((int64_t)(m->n_sessions + m->pool_n[POOL_NATIVE] + m->pool_n[POOL_KERNEL] +
+			      pool_building_total(m)) >= m->cfg->max_sessions)
 			return;
 		if (pool_build_one(m, which) < 0) {
-			log_warn("pool refill failed: %s", sandbox_last_error());
-			loop_add_timer(m->loop, 1000, on_pool_timer, m, &m->pool_timer);
+			pool_retry_later(m);
 			return;
 		}
 		/* One start per loop turn, so requests are served between them. */
@@ -225,8 +245,7 @@ void pool_schedule(Manager *m)
 
 	if (m->pool_timer)
 		return;
-	if (m->pool_n[POOL_NATIVE] + m->pool_building[POOL_NATIVE] >= pool_target(m, POOL_NATIVE) &&
-	    m->pool_n[POOL_KERNEL] + m->pool_building[POOL_KERNEL] >= pool_target(m, POOL_KERNEL))
+	if (!pool_short(m, POOL_NATIVE) && !pool_short(m, POOL_KERNEL))
 		return;
 	loop_add_timer(m->loop, ready_at > now ? ready_at - now : 0, on_pool_timer, m,
 		       &m->pool_timer);
@@ -282,13 +301,8 @@ Session *pool_take(Manager *m, bool kernel)
 void pool_free_all(Manager *m)
 {
 	m->pool_timer = loop_remove(m->loop, m->pool_timer);
-	while (m->pool_builds) {
-		PoolBuild *b = m->pool_builds;
-
-		pool_build_unlink(b);
-		session_build_abort(m, b->s, &b->p);
-		pool_build_free(b, true);
-	}
+	while (m->pool_builds)
+		pool_build_drop(m->pool_builds);
 	for (int which = POOL_NATIVE; which <= POOL_KERNEL; which++)
 		while (m->pool[which])
 			session_destroy(m->pool[which], "shutdown");

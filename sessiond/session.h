@@ -191,6 +191,8 @@ void pool_schedule(Manager *m);
 Session *pool_take(Manager *m, bool kernel);
 void pool_unlink(Session *s);
 void pool_free_all(Manager *m);
+/* Warm sandboxes whose children are still setting up, both kinds. */
+size_t pool_building_total(const Manager *m);
 int session_build(Manager *m, Session *s);
 int session_build_start(Manager *m, Session *s, SandboxPending *p);
 int session_build_finish(Manager *m, Session *s, SandboxPending *p, bool wait);
