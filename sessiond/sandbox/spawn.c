@@ -311,6 +311,15 @@ undo:
 	return r;
 }
 
+/* A pending spawn that will not finish: the child killed, p's fds closed. */
+static void pending_undo(SandboxEnv *env, SandboxPending *p, unsigned step, int r)
+{
+	p->sync_fd = safe_close(p->sync_fd);
+	spawn_undo(env, p->id, p->pidfd, step, r);
+	p->pidfd = safe_close(p->pidfd);
+	p->ctl_fd = safe_close(p->ctl_fd);
+}
+
 int sandbox_spawn_finish(SandboxEnv *env, SandboxPending *p, bool wait, Sandbox *ret)
 {
 	unsigned step = STEP_RELEASE_CHILD;
@@ -319,15 +328,13 @@ int sandbox_spawn_finish(SandboxEnv *env, SandboxPending *p, bool wait, Sandbox 
 
 	if (r == -EAGAIN && !wait)
 		return r; /* still setting up: p is untouched */
-	p->sync_fd = safe_close(p->sync_fd);
 	if (r == -EAGAIN)
 		r = -ETIMEDOUT;
 	if (r < 0) {
-		spawn_undo(env, p->id, p->pidfd, step, r);
-		p->pidfd = safe_close(p->pidfd);
-		p->ctl_fd = safe_close(p->ctl_fd);
+		pending_undo(env, p, step, r);
 		return r;
 	}
+	p->sync_fd = safe_close(p->sync_fd);
 	ret->pid = p->pid;
 	ret->pidfd = TAKE_FD(p->pidfd);
 	ret->ctl_fd = TAKE_FD(p->ctl_fd);
@@ -338,10 +345,7 @@ int sandbox_spawn_finish(SandboxEnv *env, SandboxPending *p, bool wait, Sandbox 
 
 void sandbox_spawn_abort(SandboxEnv *env, SandboxPending *p)
 {
-	p->sync_fd = safe_close(p->sync_fd);
-	spawn_undo(env, p->id, p->pidfd, STEP_RELEASE_CHILD, -ECANCELED);
-	p->pidfd = safe_close(p->pidfd);
-	p->ctl_fd = safe_close(p->ctl_fd);
+	pending_undo(env, p, STEP_RELEASE_CHILD, -ECANCELED);
 }
 
 int sandbox_spawn(SandboxEnv *env, const char *id, uid_t uid, gid_t gid,
