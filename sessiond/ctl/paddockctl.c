@@ -69,11 +69,6 @@ static void usage(FILE *f)
 
 /* ---- talking to the daemon ---- */
 
-static int ctl_connect(const char *path)
-{
-	return proto_connect(path, REPLY_TIMEOUT_S);
-}
-
 /*
  * Send req (not consumed) and read the reply into *ret (owned by the caller).
  * Returns 0 for a reply with "ok": true; -EREMOTEIO for an error reply (printed,
@@ -88,7 +83,7 @@ static int ctl_call(const Ctl *c, json_object *req, bool quiet, json_object **re
 	int r;
 
 	*ret = NULL;
-	fd = ctl_connect(c->sock);
+	fd = proto_connect(c->sock, REPLY_TIMEOUT_S);
 	if (fd < 0) {
 		if (!quiet)
 			fprintf(stderr, "paddockctl: cannot reach paddock-sessiond at %s: %s\n",
@@ -726,7 +721,7 @@ static int connect_as_worker(const void *arg)
 	if (!pw || initgroups(pw->pw_name, pw->pw_gid) < 0 || setgid(pw->pw_gid) < 0 ||
 	    setuid(pw->pw_uid) < 0)
 		return 100;
-	fd = ctl_connect(c->sock);
+	fd = proto_connect(c->sock, REPLY_TIMEOUT_S);
 	if (fd < 0)
 		return -fd;
 	close(fd);
@@ -792,7 +787,7 @@ static void check_dirs_and_sockets(Doctor *d)
 	}
 
 	snprintf(fsock, sizeof(fsock), "%s/fcgi.sock", cfg->runtime_dir);
-	fd = ctl_connect(fsock);
+	fd = proto_connect(fsock, REPLY_TIMEOUT_S);
 	if (fd >= 0) {
 		close(fd);
 		report(d, CHECK_OK, "fcgi socket", NULL, "%s accepts connections", fsock);
