@@ -1,18 +1,24 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: MIT
-"""Instruction-count guard: paddock-sessiond's instructions per print(1) exec, under callgrind.
+"""Instruction-count guard: instructions per print(1) exec in paddock's own processes, under
+callgrind: paddock-sessiond (--target sessiond, the default) or paddock-fcgi (--target fcgi).
 
-Runs paddock-sessiond (release build) under valgrind --tool=callgrind twice, driven over its
-socket with tests/integration/proto_client.py: create a session, warm it with a few execs,
-then run N execs (second run) or none (first run), destroy it, stop. The difference of the
-two totals divided by N is the cost of one exec in sessiond's own code (the interpreter runs
-natively, outside valgrind). Per-function self costs are diffed the same way.
+Each target runs twice under valgrind --tool=callgrind: create a session, warm it with a few
+execs, then run N execs (second run) or none (first run), destroy it, stop. The difference of
+the two totals divided by N is the cost of one exec in that program (and the libraries it
+calls); everything else runs natively. Per-function self costs are diffed the same way.
 
-valgrind 3.19 lacks clone3, openat2 and pidfd_send_signal: bench/vg_shim.so (LD_PRELOAD)
-maps them to older calls for this run only (see its header).
+- sessiond: driven over its socket with tests/integration/proto_client.py. valgrind 3.19
+  lacks clone3, openat2 and pidfd_send_signal: bench/vg_shim.so (LD_PRELOAD) maps them to
+  older calls for this run only (see its header).
+- fcgi: a native sessiond behind it; the worker is started as the paddock user (so callgrind
+  can write its output after the worker would have dropped root) and driven over its FastCGI
+  socket by the small client below, with the request nginx would send for
+  POST /sessions/{id}/exec: no nginx in the count.
 
-Compares with bench/callgrind_baseline.json and exits 1 when the count exceeds the baseline
-by more than its threshold (10%). --update-baseline records the current count.
+Compares with bench/callgrind_baseline.json (sessiond) or bench/callgrind_baseline_fcgi.json
+(fcgi) and exits 1 when the count exceeds the baseline by more than its threshold (10%).
+--update-baseline records the current count.
 Exit status: 0 ok (or no baseline yet), 1 regression, 2 the check could not run.
 """
 
@@ -27,6 +33,7 @@ import secrets
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -34,76 +41,212 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_DIR = os.path.dirname(HERE)
-BASELINE = os.path.join(HERE, "callgrind_baseline.json")
+BASELINES = {"sessiond": os.path.join(HERE, "callgrind_baseline.json"),
+             "fcgi": os.path.join(HERE, "callgrind_baseline_fcgi.json")}
 sys.path.insert(0, os.path.join(SOURCE_DIR, "tests", "integration"))
 from proto_client import SessiondClient  # noqa: E402
 
 WARM_EXECS = 3
 EXEC = {"op": "exec", "tool": "python", "code": "print(1)", "timeout_ms": 60000}
+HTTP_EXEC = {"tool": "code_execution", "input": {"code": "print(1)"}}
+START_S = 120
 
 
-def run_once(build, bench_bin, execs):
+def make_state():
+    """A state dir with run/ as paddock_stack makes it, and the daemons' environment."""
     state = tempfile.mkdtemp(prefix="paddock-bench-cg-")
     os.chmod(state, 0o755)
     run = os.path.join(state, "run")
     os.makedirs(run)
-    os.chown(run, 0, pwd.getpwnam("paddock").pw_gid)
+    pw = pwd.getpwnam("paddock")
+    os.chown(run, 0, pw.pw_gid)
     os.chmod(run, 0o770)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PADDOCK_")}
     env.update({"PADDOCK_STATE_DIR": state, "PADDOCK_RUNTIME_DIR": run,
-                "PADDOCK_LIB_DIR": os.path.join(build, "lib"),
                 "PADDOCK_NODE_NAME": "cg" + secrets.token_hex(4),
                 "PADDOCK_UID_BASE": str(300000 + secrets.randbelow(4000) * 4096),
-                "PADDOCK_LOG_LEVEL": "info",
+                "PADDOCK_LOG_LEVEL": "info"})
+    return state, run, env
+
+
+def start(argv, env, log_path):
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                start_new_session=True)
+
+
+def wait_socket(path, proc, what):
+    deadline = time.monotonic() + START_S
+    while True:
+        s = socket.socket(socket.AF_UNIX)
+        try:
+            s.connect(path)
+            return
+        except OSError:
+            pass
+        finally:
+            s.close()
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"{what} did not start")
+        time.sleep(0.1)
+
+
+def stop(proc):
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def exec_checked(c, sid, i):
+    reply, _ = c.call(dict(EXEC, session_id=sid))
+    if not reply.get("ok") or reply.get("stdout") != "1\n":
+        raise RuntimeError(f"exec {i} failed: {reply}")
+
+
+class FcgiClient:
+    """Just enough FastCGI (responder role, kept connection) to send requests as nginx does."""
+
+    BEGIN, END, PARAMS, STDIN, STDOUT, STDERR = 1, 3, 4, 5, 6, 7
+    KEEP_CONN = 1
+
+    def __init__(self, path):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(120)
+        self.sock.connect(path)
+
+    def close(self):
+        self.sock.close()
+
+    @staticmethod
+    def record(kind, content, req_id=1):
+        return struct.pack(">BBHHBx", 1, kind, req_id, len(content), 0) + content
+
+    @staticmethod
+    def pair(name, value):
+        def length(n):
+            return bytes([n]) if n < 128 else struct.pack(">I", n | 0x80000000)
+        return length(len(name)) + length(len(value)) + name + value
+
+    def _recv_exact(self, n):
+        buf = b""
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise RuntimeError("the worker closed the FastCGI connection")
+            buf += chunk
+        return buf
+
+    def request(self, method, uri, body):
+        params = {"REQUEST_METHOD": method, "REQUEST_URI": uri, "DOCUMENT_URI": uri,
+                  "QUERY_STRING": "", "CONTENT_TYPE": "application/json",
+                  "CONTENT_LENGTH": str(len(body)), "SERVER_PROTOCOL": "HTTP/1.1",
+                  "GATEWAY_INTERFACE": "CGI/1.1", "REMOTE_ADDR": "127.0.0.1",
+                  "REQUEST_ID": secrets.token_hex(16), "HTTP_X_PADDOCK_TENANT": ""}
+        enc = b"".join(self.pair(k.encode(), v.encode()) for k, v in params.items())
+        out = self.record(self.BEGIN, struct.pack(">HB5x", 1, self.KEEP_CONN))
+        out += self.record(self.PARAMS, enc) + self.record(self.PARAMS, b"")
+        if body:
+            out += self.record(self.STDIN, body)
+        out += self.record(self.STDIN, b"")
+        self.sock.sendall(out)
+        stdout = b""
+        while True:
+            _, kind, _, clen, plen = struct.unpack(">BBHHBx", self._recv_exact(8))
+            content = self._recv_exact(clen + plen)[:clen]
+            if kind == self.STDOUT:
+                stdout += content
+            elif kind == self.END:
+                break
+        head, _, payload = stdout.partition(b"\r\n\r\n")
+        m = re.search(rb"^Status: (\d+)", head, re.M)
+        return (int(m.group(1)) if m else 200), payload
+
+
+def run_sessiond(build, bench_bin, execs):
+    """sessiond under callgrind, driven over its socket."""
+    state, run, env = make_state()
+    env.update({"PADDOCK_LIB_DIR": os.path.join(build, "lib"),
                 "LD_PRELOAD": os.path.join(bench_bin, "vg_shim.so")})
     out = os.path.join(state, "callgrind.out.%p")
-    log = open(os.path.join(state, "sessiond.log"), "wb")
-    p = subprocess.Popen(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-                          os.path.join(build, "paddock-sessiond")],
-                         env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
-    log.close()
-    sock = os.path.join(run, "sessiond.sock")
+    log = os.path.join(state, "sessiond.log")
+    p = start(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+               os.path.join(build, "paddock-sessiond")], env, log)
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            s = socket.socket(socket.AF_UNIX)
-            try:
-                s.connect(sock)
-                break
-            except OSError:
-                pass
-            finally:
-                s.close()
-            if p.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("sessiond under valgrind did not start")
-            time.sleep(0.1)
+        sock = os.path.join(run, "sessiond.sock")
+        wait_socket(sock, p, "sessiond under valgrind")
         c = SessiondClient(sock, timeout=120)
         reply, _ = c.call({"op": "create"})
         if not reply.get("ok"):
             raise RuntimeError(f"create failed under valgrind: {reply}")
         sid = reply["session_id"]
         for i in range(WARM_EXECS + execs):
-            reply, _ = c.call(dict(EXEC, session_id=sid))
-            if not reply.get("ok") or reply.get("stdout") != "1\n":
-                raise RuntimeError(f"exec {i} failed under valgrind: {reply}")
+            exec_checked(c, sid, i)
         c.call({"op": "destroy", "session_id": sid})
         c.close()
     except BaseException:
-        with open(os.path.join(state, "sessiond.log"), "rb") as f:
+        with open(log, "rb") as f:
             sys.stderr.write(f.read()[-3000:].decode("utf-8", "replace"))
         raise
     finally:
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-            try:
-                p.wait(120)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-    path = os.path.join(state, f"callgrind.out.{p.pid}")
-    total, fns = parse(path)
-    shutil.rmtree(state, ignore_errors=True)
-    return total, fns
+        stop(p)
+    return finish(state, os.path.join(state, f"callgrind.out.{p.pid}"))
+
+
+def run_fcgi(build, bench_bin, execs):
+    """paddock-fcgi under callgrind, a native sessiond behind it, driven over FastCGI."""
+    del bench_bin  # the worker makes none of the calls valgrind lacks
+    state, run, env = make_state()
+    env["PADDOCK_LIB_DIR"] = os.path.join(build, "lib")
+    pw = pwd.getpwnam("paddock")
+    cg_dir = os.path.join(state, "cg")
+    os.makedirs(cg_dir)
+    os.chown(cg_dir, pw.pw_uid, pw.pw_gid)
+    sd_log, w_log = os.path.join(state, "sessiond.log"), os.path.join(state, "fcgi.log")
+    sd = start([os.path.join(build, "paddock-sessiond")], env, sd_log)
+    w = None
+    try:
+        sd_sock, w_sock = os.path.join(run, "sessiond.sock"), os.path.join(run, "fcgi.sock")
+        wait_socket(sd_sock, sd, "sessiond")
+        w = start(["setpriv", f"--reuid={pw.pw_uid}", f"--regid={pw.pw_gid}", "--init-groups",
+                   "valgrind", "--tool=callgrind",
+                   f"--callgrind-out-file={os.path.join(cg_dir, 'callgrind.out.%p')}",
+                   os.path.join(build, "paddock-fcgi"), "--socket", w_sock], env, w_log)
+        wait_socket(w_sock, w, "paddock-fcgi under valgrind")
+        c = SessiondClient(sd_sock, timeout=120)
+        reply, _ = c.call({"op": "create"})
+        if not reply.get("ok"):
+            raise RuntimeError(f"create failed: {reply}")
+        sid = reply["session_id"]
+        f = FcgiClient(w_sock)
+        body = json.dumps(HTTP_EXEC).encode()
+        for i in range(WARM_EXECS + execs):
+            status, payload = f.request("POST", f"/sessions/{sid}/exec", body)
+            if status != 200 or b'"stdout":"1\\n"' not in payload:
+                raise RuntimeError(f"exec {i} through the worker failed: {status} {payload[:300]!r}")
+        f.close()
+        c.call({"op": "destroy", "session_id": sid})
+        c.close()
+    except BaseException:
+        for log in (sd_log, w_log):
+            with open(log, "rb") as fh:
+                sys.stderr.write(fh.read()[-2000:].decode("utf-8", "replace"))
+        raise
+    finally:
+        if w:
+            stop(w)
+        stop(sd)
+    return finish(state, os.path.join(cg_dir, f"callgrind.out.{w.pid}"))
+
+
+def finish(state, path):
+    try:
+        return parse(path)
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
 
 
 def parse(path):
@@ -131,7 +274,12 @@ def main():
     ap.add_argument("--json", help="write the result here")
     ap.add_argument("--update-baseline", action="store_true")
     ap.add_argument("--threshold", type=float, default=0.10)
+    ap.add_argument("--target", choices=sorted(BASELINES), default="sessiond",
+                    help="the program counted")
     args = ap.parse_args()
+    run_once = run_fcgi if args.target == "fcgi" else run_sessiond
+    baseline_path = BASELINES[args.target]
+    program = "paddock-fcgi" if args.target == "fcgi" else "sessiond"
     args.build = os.path.abspath(args.build)
     bench_bin = os.path.abspath(args.bench_bin or os.path.join(args.build, "bench"))
     if not shutil.which("valgrind"):
@@ -146,13 +294,13 @@ def main():
     per_exec = (t1 - t0) / args.execs
     diff = {fn: (f1.get(fn, 0) - f0.get(fn, 0)) / args.execs for fn in set(f0) | set(f1)}
     top = sorted(((v, fn) for fn, v in diff.items() if v > 0), reverse=True)[:25]
-    result = {"execs": args.execs, "per_exec": per_exec, "total_without": t0, "total_with": t1,
+    result = {"target": args.target, "execs": args.execs, "per_exec": per_exec, "total_without": t0, "total_with": t1,
               "threshold": args.threshold,
               "top": [{"fn": fn, "per_exec": v, "share": v / per_exec if per_exec else 0} for v, fn in top]}
     vg = subprocess.run(["valgrind", "--version"], capture_output=True, text=True).stdout.strip()
     baseline = None
-    if os.path.exists(BASELINE):
-        with open(BASELINE, encoding="utf-8") as f:
+    if os.path.exists(baseline_path):
+        with open(baseline_path, encoding="utf-8") as f:
             baseline = json.load(f)
     if args.update_baseline:
         baseline = {"per_exec": round(per_exec), "threshold": args.threshold, "execs": args.execs,
@@ -161,9 +309,10 @@ def main():
                     "source": os.environ.get("PADDOCK_BENCH_SOURCE") or subprocess.run(
                         ["git", "-C", SOURCE_DIR, "describe", "--always", "--dirty"],
                         capture_output=True, text=True).stdout.strip(),
-                    "note": "sessiond's instructions per print(1) exec (callgrind_check.py); "
-                            "refresh with --update-baseline after an intended change"}
-        with open(BASELINE, "w", encoding="utf-8") as f:
+                    "note": f"{program}'s instructions per print(1) exec (callgrind_check.py "
+                            f"--target {args.target}); refresh with --update-baseline after an "
+                            "intended change"}
+        with open(baseline_path, "w", encoding="utf-8") as f:
             json.dump(baseline, f, indent=1)
             f.write("\n")
     if baseline:
@@ -175,8 +324,9 @@ def main():
                           f"{'within' if result['ok'] else 'ABOVE'} +{threshold * 100:.0f}%")
     else:
         result.update(baseline=None, ratio=None, ok=True,
-                      note="no baseline yet: run bench/callgrind_check.py --update-baseline")
-    print(f"  callgrind: {per_exec:,.0f} instructions per exec in sessiond "
+                      note=f"no baseline yet: run bench/callgrind_check.py --target {args.target} "
+                           "--update-baseline")
+    print(f"  callgrind: {per_exec:,.0f} instructions per exec in {program} "
           f"({args.execs} execs; {t1:,} - {t0:,} total)")
     if baseline:
         print(f"  baseline {baseline['per_exec']:,}: ratio {result['ratio']:.3f} "

@@ -21,6 +21,7 @@ import json
 import os
 import platform
 import re
+import resource
 import shutil
 import signal
 import socket
@@ -131,6 +132,44 @@ def tree(root, kids):
         out.append(p)
         todo.extend(kids.get(p, []))
     return out
+
+
+def cpu_seconds(pid):
+    """User + system CPU of a process (all its threads) so far; 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read().decode("ascii", "replace")
+    except OSError:
+        return 0.0
+    fields = data[data.rfind(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuMeter:
+    """CPU spent per request by named groups of processes over some pdload runs.
+
+    Groups are lists of pids read from /proc/<pid>/stat before and after each run; the
+    "client" group is pdload itself (and what it spawned and reaped), from this process's
+    RUSAGE_CHILDREN. The clock tick is 10 ms, so a run must be long enough: the sums over
+    every round are what is reported."""
+
+    def __init__(self):
+        self.cpu = {}
+        self.requests = 0
+
+    def run(self, groups, fn):
+        before = {k: sum(cpu_seconds(p) for p in pids) for k, pids in groups.items()}
+        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        out = fn()
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        for k, pids in groups.items():
+            self.cpu[k] = self.cpu.get(k, 0.0) + sum(cpu_seconds(p) for p in pids) - before[k]
+        self.cpu["client"] = self.cpu.get("client", 0.0) + (
+            r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime)
+        return out
+
+    def per_request_us(self, key):
+        return self.cpu.get(key, 0.0) / max(1, self.requests) * 1e6
 
 
 def wait_connectable(family, addr, proc, what, timeout=30):
@@ -419,15 +458,24 @@ class Bench:
             reply = self.http.exec(sid, req)
             assert expect.encode() in reply, (name, reply[:300])
             errs = {"paddock": 0, "harness": 0, "relay": 0, "return200": 0, "sessiond": 0}
+            meters = {"paddock": CpuMeter(), "harness": CpuMeter(), "relay": CpuMeter()}
+            groups = self.cpu_groups()
+
+            def metered(which, fn, groups=None):
+                s, _ = meters[which].run(groups or {}, fn)
+                meters[which].requests += s["count"] + a.warmup
+                return s
+
             for _ in range(a.rounds):
-                s, _ = self.http_lat(self.stack.port, "POST", path, body_file, expect, a.n, a.seconds,
-                                     f"{name}|paddock")
+                s = metered("paddock", lambda: self.http_lat(self.stack.port, "POST", path, body_file, expect,
+                                                             a.n, a.seconds, f"{name}|paddock"), groups["paddock"])
                 errs["paddock"] += s["errors"]
                 if kind:
-                    s, _ = self.harness_lat(kind, code, "1\n", a.n, a.seconds, f"{name}|harness")
+                    s = metered("harness", lambda: self.harness_lat(kind, code, "1\n", a.n, a.seconds,
+                                                                    f"{name}|harness"))
                     errs["harness"] += s["errors"]
-                s, _ = self.http_lat(self.peer.port, "POST", path, body_file, None, a.n, a.seconds,
-                                     f"{name}|relay")
+                s = metered("relay", lambda: self.http_lat(self.peer.port, "POST", path, body_file, None, a.n,
+                                                           a.seconds, f"{name}|relay"), groups["relay"])
                 errs["relay"] += s["errors"]
                 s, _ = self.http_lat(self.peer.port, "POST", "/bench/return200", body_file, None, a.n,
                                      a.seconds, f"{name}|return200")
@@ -466,6 +514,7 @@ class Bench:
                          n=sd["n"], median=sd["median"], p99=sd["p99"], errors=errs["sessiond"],
                          note="where the time goes, not a floor: paddock minus this is nginx and the "
                               "worker; this minus floor (a) is sessiond and the sandbox")
+            self.cpu_rows(name, meters, kind)
         self.http.destroy(sid)
         # Cross-check of floor (a) with bench/harness_floor.py (a Python driver; its own argv).
         script = os.path.join(HERE, "harness_floor.py")
@@ -483,6 +532,52 @@ class Bench:
                              n=v.get("iterations"), median=v.get("median_us"), p99=v.get("p99_us"),
                              note="Python driver (adds its own overhead) and the harness's "
                                   "documented argv; pdload (C) gives floor (a) above")
+
+    def cpu_groups(self):
+        """The processes whose CPU row 1e counts: paddock's chain and the relay's."""
+        kids = children_map()
+        sd = self.stack.procs["paddock-sessiond"].pid
+        return {
+            "paddock": {"nginx": kids.get(self.stack.procs["nginx"].pid, []),
+                        "paddock-fcgi": [self.stack.procs["paddock-fcgi"].pid],
+                        "paddock-sessiond": [sd],
+                        # Every sandbox (init and interpreter); the pool's are idle meanwhile.
+                        "sandbox": [p for p in tree(sd, kids) if p != sd]},
+            "relay": {"nginx": kids.get(self.peer.procs["nginx"].pid, []),
+                      "fcgi_fixed": [self.peer.procs["fcgi_fixed"].pid]},
+        }
+
+    def cpu_rows(self, name, meters, kind):
+        """Row 1e: CPU time per request of each process on the path, beside the floor's.
+
+        With one client and sequential requests, a request's latency is close to the sum
+        of these: the processes take turns. The floor has three processes on its paths
+        (harness, nginx, fcgi_fixed; plus the client twice), paddock five."""
+        pm, hm, rm = meters["paddock"], meters["harness"], meters["relay"]
+        parts = [("nginx", pm.per_request_us("nginx"), "nginx (relay)", rm.per_request_us("nginx")),
+                 ("paddock-fcgi", pm.per_request_us("paddock-fcgi"), "fcgi_fixed",
+                  rm.per_request_us("fcgi_fixed")),
+                 ("paddock-sessiond", pm.per_request_us("paddock-sessiond"), None, None)]
+        if kind:
+            parts.append(("sandbox: init + harness", pm.per_request_us("sandbox"),
+                          "harness over pipes + pdload", hm.per_request_us("client")))
+        parts.append(("client (pdload)", pm.per_request_us("client"), "pdload (relay)",
+                      rm.per_request_us("client")))
+        total = sum(v for _, v, _, _ in parts)
+        floor_total = sum(v for _, _, _, v in parts if v is not None)
+        self.extra.setdefault("cpu_per_request_us", {})[name] = {
+            "paddock": {k: round(v, 1) for k, v, _, _ in parts},
+            "floor": {k: round(v, 1) for _, _, k, v in parts if k},
+            "requests": {"paddock": pm.requests, "harness": hm.requests, "relay": rm.requests}}
+        for what, v, peer, pv in parts:
+            self.add_row(row="1e", what=f"  CPU per {name}: {what}", unit="us", n=pm.requests,
+                         median=v, p99=None, peer=peer, peer_median=pv,
+                         ratio_median=v / pv if pv else None)
+        self.add_row(row="1e", what=f"  CPU per {name}: all of the above", unit="us", n=pm.requests,
+                     median=total, p99=None, peer="floor's processes", peer_median=floor_total,
+                     ratio_median=total / floor_total if floor_total else None,
+                     note="user + system time from /proc over every round, per request; the "
+                          "harness floor's includes its start (amortised) and pdload")
 
     # -- row 2: CreateSession + DestroySession, with the warm pool and without
 
@@ -959,25 +1054,29 @@ class Bench:
 
     def row_callgrind(self):
         a = self.args
-        self.section("6. callgrind: instructions per print(1) exec inside sessiond")
-        cmd = [sys.executable, os.path.join(HERE, "callgrind_check.py"), "--build", a.build,
-               "--bench-bin", self.bin, "--execs", str(a.cg_execs), "--json", os.path.join(self.tmp, "cg.json")]
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-        sys.stdout.write(r.stdout)
-        if r.returncode not in (0, 1):
-            print(r.stderr)
-            self.add_row(row="6", what="callgrind check", unit="Ir", n=0, median=None, p99=None,
-                         errors=1, note="the check failed to run: " + r.stderr.strip()[-300:])
-            return
-        with open(os.path.join(self.tmp, "cg.json"), encoding="utf-8") as f:
-            cg = json.load(f)
-        self.extra["callgrind"] = cg
-        self.add_row(row="6", what="sessiond instructions per exec (callgrind)", unit="Ir",
-                     n=cg["execs"], median=cg["per_exec"], p99=None, peer="baseline",
-                     peer_median=cg.get("baseline"), ratio_median=cg.get("ratio"),
-                     target=f"<= {1 + cg['threshold']:.2f}x baseline", errors=0,
-                     verdict_ok=cg["ok"], note=cg.get("note", ""))
-        self.cg_regressed = not cg["ok"]
+        self.section("6. callgrind: instructions per print(1) exec inside sessiond and inside the worker")
+        self.cg_regressed = False
+        for target, program in (("sessiond", "sessiond"), ("fcgi", "paddock-fcgi")):
+            out = os.path.join(self.tmp, f"cg-{target}.json")
+            cmd = [sys.executable, os.path.join(HERE, "callgrind_check.py"), "--build", a.build,
+                   "--bench-bin", self.bin, "--execs", str(a.cg_execs), "--target", target,
+                   "--json", out]
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+            sys.stdout.write(r.stdout)
+            if r.returncode not in (0, 1):
+                print(r.stderr)
+                self.add_row(row="6", what=f"callgrind check of {program}", unit="Ir", n=0, median=None,
+                             p99=None, errors=1, note="the check failed to run: " + r.stderr.strip()[-300:])
+                continue
+            with open(out, encoding="utf-8") as f:
+                cg = json.load(f)
+            self.extra["callgrind" if target == "sessiond" else f"callgrind_{target}"] = cg
+            self.add_row(row="6", what=f"{program} instructions per exec (callgrind)", unit="Ir",
+                         n=cg["execs"], median=cg["per_exec"], p99=None, peer="baseline",
+                         peer_median=cg.get("baseline"), ratio_median=cg.get("ratio"),
+                         target=f"<= {1 + cg['threshold']:.2f}x baseline", errors=0,
+                         verdict_ok=cg["ok"], note=cg.get("note", ""))
+            self.cg_regressed = self.cg_regressed or not cg["ok"]
 
 
 # ---------------------------------------------------------------------------
@@ -1036,9 +1135,11 @@ def markdown(bench, started, problems):
     notes = [f"- row {r['row']}, {r['what'].strip()}: {r['note']}" for r in bench.rows if r.get("note")]
     if notes:
         lines += ["", "Notes:", ""] + notes
-    cg = bench.extra.get("callgrind")
-    if cg and cg.get("top"):
-        lines += ["", "Callgrind, sessiond's own instructions per exec by function (self cost, "
+    for key, program in (("callgrind", "sessiond"), ("callgrind_fcgi", "paddock-fcgi")):
+        cg = bench.extra.get(key)
+        if not cg or not cg.get("top"):
+            continue
+        lines += ["", f"Callgrind, {program}'s instructions per exec by function (self cost, "
                   "difference of a run with N execs and one with none, divided by N):", "",
                   "| Ir per exec | share | function |", "|---|---|---|"]
         for f in cg["top"][:15]:
