@@ -8,7 +8,9 @@ fd 1 and 2 = pipes, fd 3 = one end of a socketpair, in its own process group
 
 import json
 import os
+import re
 import selectors
+import shutil
 import signal
 import socket
 import subprocess
@@ -19,6 +21,8 @@ import pytest
 
 SOURCE_DIR = Path(os.environ.get("PADDOCK_SOURCE_DIR", Path(__file__).resolve().parents[2]))
 HARNESS_DIR = SOURCE_DIR / "sessiond" / "harness"
+# The build's lib dir: the harnesses as sessiond's sandboxes get them, with bytecode.
+BUILD_LIB = Path(os.environ.get("PADDOCK_BUILD_DIR", SOURCE_DIR / "build")) / "lib"
 PYTHON_ARGV = ["/usr/bin/python3", "-I", "-S", "-B", "-X", "utf8", str(HARNESS_DIR / "harness.py")]
 BASH_ARGV = ["/bin/bash", "--noprofile", "--norc", str(HARNESS_DIR / "harness.bash")]
 REPLY_TIMEOUT = float(os.environ.get("HARNESS_REPLY_TIMEOUT", 20))
@@ -156,7 +160,8 @@ def sh():
 
 
 def assert_no_harness_frames(text):
-    assert "harness.py" not in text, text
+    # harness.py (the entry point) or harness_native.py (the code).
+    assert not re.search(r"harness\w*\.py", text), text
 
 
 # ------------------------------------------------------------------ Python
@@ -494,6 +499,50 @@ def test_python_started_like_sessiond_does():
         assert json.loads(reply)["return_code"] == 0 and out.decode() == "é True\n"
     finally:
         harness.close()
+
+
+def run_verbose(lib_dir):
+    """Start the native harness from lib_dir under python3 -v and run one cell; return
+    its reply, its output and the import log (stderr)."""
+    argv = ["/usr/bin/python3", "-v", "-I", "-S", "-B", "-X", "utf8", str(lib_dir / "harness.py")]
+    harness = Harness(argv, b"\n")
+    try:
+        harness.send(json.dumps({"code": "print(2 + 2)"}).encode())
+        reply, out, err = harness.receive()
+    finally:
+        harness.close()
+    return json.loads(reply), out.decode(), err.decode()
+
+
+def test_native_harness_runs_from_the_builds_bytecode():
+    """harness.py imports harness_native, whose bytecode the build made: the interpreter
+    takes the code object from __pycache__ instead of compiling the source."""
+    pycs = list((BUILD_LIB / "__pycache__").glob("harness_native.*.pyc"))
+    assert len(pycs) == 1, f"no bytecode for harness_native in {BUILD_LIB}"
+    reply, out, log = run_verbose(BUILD_LIB)
+    assert reply["return_code"] == 0 and out == "4\n", log[-2000:]
+    assert f"code object from '{pycs[0]}'" in log, log[-3000:]
+
+
+def test_native_harness_compiles_its_source_when_the_bytecode_is_stale(tmp_path):
+    """The control: the same files, the source changed after the bytecode was made. The
+    hash check refuses the bytecode, the source is compiled, the harness answers alike."""
+    for name in ("harness.py", "harness_native.py"):
+        shutil.copy(BUILD_LIB / name, tmp_path / name)
+    shutil.copytree(BUILD_LIB / "__pycache__", tmp_path / "__pycache__")
+    with open(tmp_path / "harness_native.py", "a", encoding="utf-8") as f:
+        f.write("# changed after the bytecode was made\n")
+    reply, out, log = run_verbose(tmp_path)
+    assert reply["return_code"] == 0 and out == "4\n", log[-2000:]
+    assert f"code object from {tmp_path / 'harness_native.py'}" in log, log[-3000:]
+    assert "code object from '" + str(tmp_path / "__pycache__") not in log, log[-3000:]
+
+
+def test_harness_directory_is_not_on_user_sys_path(py):
+    reply, out, err = py.run("import sys\nprint(any('harness' in p for p in sys.path))\n"
+                             "print(sorted(m for m in sys.modules if m.startswith('harness')))")
+    assert reply["return_code"] == 0, err
+    assert out == "False\n['harness_native']\n", out
 
 
 SITE_PROBE = """

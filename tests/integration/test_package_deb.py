@@ -236,6 +236,10 @@ def test_deb_install_serve_purge():
                              capture_output=True, text=True, check=True).stdout
         assert "127.0.0.1" in san, san
 
+        # The native harness's bytecode, for the python3 installed (the prerm removes it).
+        pycs = glob.glob("/usr/libexec/paddock/__pycache__/harness_native.*.pyc")
+        assert pycs, "the postinst made no bytecode for the native harness"
+
         r = subprocess.run(["/usr/sbin/paddock-sessiond", "--config", CONF, "--check-config"],
                            capture_output=True, text=True, check=True)
         assert "lib_dir = /usr/libexec/paddock\n" in r.stdout
@@ -330,7 +334,7 @@ def test_deb_install_serve_purge():
 
         left = [f for f in files if f and os.path.isfile(f)]
         assert not left, f"files left after purge: {left}"
-        for p in ("/etc/paddock", STATE_DIR, RUN_DIR):
+        for p in ("/etc/paddock", STATE_DIR, RUN_DIR, "/usr/libexec/paddock"):
             assert not os.path.exists(p), f"{p} left after purge"
         after = snapshot()
         for k in before:
