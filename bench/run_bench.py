@@ -11,7 +11,7 @@ harnesses over their pipes, start times), wrk with bench/wrk_sessions.lua (throu
 curl (files), callgrind (bench/callgrind_check.py). Loopback only; every loop is bounded
 in count and time.
 
-Writes bench/results/<date>_<kernel>.{md,json,png} and prints the table.
+Writes bench/results/<date>_<time>_<kernel>.{md,json,png} and prints the table.
 """
 
 import argparse
@@ -1228,7 +1228,7 @@ def main():
                     help="release build of paddock (paddock-sessiond, paddock-fcgi, lib/)")
     ap.add_argument("--bench-bin", help="where pdload, fcgi_fixed, vg_shim.so are (default BUILD/bench)")
     ap.add_argument("--out-dir", default=os.path.join(HERE, "results"))
-    ap.add_argument("--name", help="results file name (default <date>_<kernel>)")
+    ap.add_argument("--name", help="results file name (default <date>_<time>_<kernel>, UTC)")
     ap.add_argument("--rows", default="1,2,2r,3,4,5,6,7", help="comma-separated rows to run")
     ap.add_argument("--code-n", type=int, default=50, help="row 7: runs per measurement")
     ap.add_argument("-n", type=int, default=2000, help="row 1: requests per measurement per round")
@@ -1273,7 +1273,9 @@ def main():
     elapsed = time.monotonic() - t0
 
     os.makedirs(args.out_dir, exist_ok=True)
-    name = args.name or f"{datetime.date.today().isoformat()}_{bench.machine['kernel']}"
+    # Date and time (UTC): a second run the same day does not replace the first.
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d_%H%M")
+    name = args.name or f"{stamp}_{bench.machine['kernel']}"
     base = os.path.join(args.out_dir, name)
     with open(base + ".md", "w", encoding="utf-8") as f:
         f.write(markdown(bench, started, problems))
