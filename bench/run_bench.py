@@ -1034,6 +1034,7 @@ class Bench:
                         for p in warm_stack.stop():
                             self.stop_problems.append(f"{tier} warm stack: {p}")
                 self.add_row(row="7", what=f"{tier}: one-off 1+1, cold", unit="ms", n=cold["n"],
+                             note="timed once the worker's runtime probe is done (bench/README.md)",
                              median=cold["median"], p99=cold["p99"],
                              peer="plain ipykernel start", peer_median=ks["median"],
                              ratio_median=cold["median"] / ks["median"])
