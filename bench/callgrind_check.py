@@ -101,6 +101,15 @@ def stop(proc):
             proc.wait()
 
 
+def create_session(sock):
+    """A session over sessiond's socket: (client, session id)."""
+    c = SessiondClient(sock, timeout=120)
+    reply, _ = c.call({"op": "create"})
+    if not reply.get("ok"):
+        raise RuntimeError(f"create failed: {reply}")
+    return c, reply["session_id"]
+
+
 def exec_checked(c, sid, i):
     reply, _ = c.call(dict(EXEC, session_id=sid))
     if not reply.get("ok") or reply.get("stdout") != "1\n":
@@ -178,11 +187,7 @@ def run_sessiond(build, bench_bin, execs):
     try:
         sock = os.path.join(run, "sessiond.sock")
         wait_socket(sock, p, "sessiond under valgrind")
-        c = SessiondClient(sock, timeout=120)
-        reply, _ = c.call({"op": "create"})
-        if not reply.get("ok"):
-            raise RuntimeError(f"create failed under valgrind: {reply}")
-        sid = reply["session_id"]
+        c, sid = create_session(sock)
         for i in range(WARM_EXECS + execs):
             exec_checked(c, sid, i)
         c.call({"op": "destroy", "session_id": sid})
@@ -216,11 +221,7 @@ def run_fcgi(build, bench_bin, execs):
                    f"--callgrind-out-file={os.path.join(cg_dir, 'callgrind.out.%p')}",
                    os.path.join(build, "paddock-fcgi"), "--socket", w_sock], env, w_log)
         wait_socket(w_sock, w, "paddock-fcgi under valgrind")
-        c = SessiondClient(sd_sock, timeout=120)
-        reply, _ = c.call({"op": "create"})
-        if not reply.get("ok"):
-            raise RuntimeError(f"create failed: {reply}")
-        sid = reply["session_id"]
+        c, sid = create_session(sd_sock)
         f = FcgiClient(w_sock)
         body = json.dumps(HTTP_EXEC).encode()
         for i in range(WARM_EXECS + execs):
