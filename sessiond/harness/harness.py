@@ -18,7 +18,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 try:
     import harness_native
 finally:
-    # User code must not find the harness's directory on sys.path.
+    # User code must not find the harness's directory on sys.path...
     del sys.path[0]
+# ...nor the harness among the modules, as when it ran as __main__ (this name keeps it).
+del sys.modules["harness_native"]
 
 harness_native.main()

@@ -538,11 +538,13 @@ def test_native_harness_compiles_its_source_when_the_bytecode_is_stale(tmp_path)
     assert "code object from '" + str(tmp_path / "__pycache__") not in log, log[-3000:]
 
 
-def test_harness_directory_is_not_on_user_sys_path(py):
+def test_harness_directory_and_module_are_hidden_from_user_code(py):
+    """The entry point puts its directory on sys.path only for its own import and drops
+    the module from sys.modules, as when the harness itself ran as __main__."""
     reply, out, err = py.run("import sys\nprint(any('harness' in p for p in sys.path))\n"
                              "print(sorted(m for m in sys.modules if m.startswith('harness')))")
     assert reply["return_code"] == 0, err
-    assert out == "False\n['harness_native']\n", out
+    assert out == "False\n[]\n", out
 
 
 SITE_PROBE = """
