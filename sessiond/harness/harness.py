@@ -21,6 +21,6 @@ finally:
     # User code must not find the harness's directory on sys.path...
     del sys.path[0]
 # ...nor the harness among the modules, as when it ran as __main__ (this name keeps it).
-del sys.modules["harness_native"]
+del sys.modules["harness_native"], sys.modules["harness_channel"]
 
 harness_native.main()

@@ -44,10 +44,12 @@ import time  # noqa: E402
 import uuid  # noqa: E402
 from urllib.parse import parse_qs, quote, urlsplit  # noqa: E402
 
-CTL_FD_IN = 3          # where sessiond hands us the control socket
-CTL_FD = 63            # where we keep it
-READ_CHUNK = 1 << 16
-MAX_REQUEST_BYTES = 6 * (32 << 20) + 4096
+# The control side shared with the other harnesses, from this file's directory.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+try:
+    from harness_channel import Channel, take_control_fd  # noqa: E402
+finally:
+    del sys.path[0]
 
 
 def _env_seconds(name, default):
@@ -83,47 +85,10 @@ class _Terminate(BaseException):
     """SIGTERM: the session ends."""
 
 
-# ---------------------------------------------------------------- control channel
+# ---------------------------------------------------------------- output
 
-class _Channel:
-    """Newline-delimited requests in, replies out, on the control socket."""
-
-    TOO_LARGE = object()
-
-    def __init__(self, fd):
-        self.fd = fd
-        self.buf = bytearray()
-
-    def read_request(self):
-        """Return the next line (bytes), TOO_LARGE, or None at end of file."""
-        too_large = False
-        scanned = 0
-        while True:
-            newline = self.buf.find(b"\n", scanned)
-            if newline >= 0:
-                line = bytes(self.buf[:newline])
-                del self.buf[:newline + 1]
-                return self.TOO_LARGE if too_large else line
-            if len(self.buf) > MAX_REQUEST_BYTES:
-                too_large = True
-                self.buf.clear()
-            scanned = len(self.buf)
-            chunk = os.read(self.fd, READ_CHUNK)
-            if not chunk:
-                return None
-            self.buf += chunk
-
-    def send(self, reply):
-        text = json.dumps(reply, ensure_ascii=False, default=str)
-        data = memoryview((text + "\n").encode("utf-8", "replace"))
-        while data:
-            data = data[os.write(self.fd, data):]
-
-
-def _take_control_fd():
-    os.dup2(CTL_FD_IN, CTL_FD, inheritable=False)
-    os.close(CTL_FD_IN)
-    return CTL_FD
+def _encode_reply(reply):
+    return json.dumps(reply, ensure_ascii=False, default=str)
 
 
 def _write_all(fd, text):
@@ -631,7 +596,7 @@ def _run(kernel, setup_error, code, cell):
 
 
 def _handle(kernel, setup_error, line):
-    if line is _Channel.TOO_LARGE:
+    if line is Channel.TOO_LARGE:
         return _error_reply("ProtocolError", "request larger than the harness accepts")
     try:
         request = json.loads(line.decode("utf-8"))
@@ -658,7 +623,7 @@ def _handle(kernel, setup_error, line):
 
 
 def main():
-    channel = _Channel(_take_control_fd())
+    channel = Channel(take_control_fd(), _encode_reply)
     kernel = None
     setup_error = None
 

@@ -33,18 +33,17 @@ import base64  # noqa: E402
 import json  # noqa: E402
 import signal  # noqa: E402
 
-CTL_FD_IN = 3          # where init hands us the control socket
-CTL_FD = 63            # where we keep it, out of the way of user code
-READ_CHUNK = 1 << 16
-# Code is capped at 32 MiB by the API; JSON escaping grows a byte to at most six.
-MAX_REQUEST_BYTES = 6 * (32 << 20) + 4096
+# The control side shared with the other harnesses, from this file's directory;
+# neither the directory nor the module stays visible to user code.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+try:
+    from harness_channel import Channel, reap_children, take_control_fd  # noqa: E402
+finally:
+    del sys.path[0]
+del sys.modules["harness_channel"]
 
-_write = os.write
-_read = os.read
 _getpid = os.getpid
 _exit = os._exit
-_waitpid = os.waitpid
-_WNOHANG = os.WNOHANG
 _PID = os.getpid()
 
 _displays = []         # display_data items of the running cell
@@ -53,60 +52,11 @@ _error = None          # the running cell's error object
 _cwd_applied = False
 
 
-# ---------------------------------------------------------------- control channel
-
-class _Channel:
-    """Newline-delimited requests in, replies out, on the control socket."""
-
-    TOO_LARGE = object()
-
-    def __init__(self, fd):
-        self.fd = fd
-        self.buf = bytearray()
-
-    def read_request(self):
-        """Return the next line (bytes), TOO_LARGE, or None at end of file."""
-        too_large = False
-        scanned = 0
-        while True:
-            newline = self.buf.find(b"\n", scanned)
-            if newline >= 0:
-                line = bytes(self.buf[:newline])
-                del self.buf[:newline + 1]
-                return self.TOO_LARGE if too_large else line
-            if len(self.buf) > MAX_REQUEST_BYTES:
-                too_large = True
-                self.buf.clear()
-            scanned = len(self.buf)
-            chunk = _read(self.fd, READ_CHUNK)
-            if not chunk:
-                return None
-            self.buf += chunk
-
-    def send(self, reply):
-        text = json.dumps(reply, ensure_ascii=False, default=_jsonable_default)
-        # A lone surrogate cannot be encoded in UTF-8; "?" keeps the line valid.
-        data = memoryview((text + "\n").encode("utf-8", "replace"))
-        while data:
-            data = data[_write(self.fd, data):]
-
-
-def _take_control_fd():
-    """Move the control socket to CTL_FD, close-on-exec, and free fd 3."""
-    os.dup2(CTL_FD_IN, CTL_FD, inheritable=False)
-    os.close(CTL_FD_IN)
-
-    def close_in_child():
-        try:
-            os.close(CTL_FD)
-        except OSError:
-            pass
-
-    os.register_at_fork(after_in_child=close_in_child)
-    return CTL_FD
-
-
 # ---------------------------------------------------------------- JSON of mime bundles
+
+def _encode_reply(reply):
+    return json.dumps(reply, ensure_ascii=False, default=_jsonable_default)
+
 
 def _jsonable_default(value):
     # Binary mime data (image/png from matplotlib) travels as bare base64, as in Jupyter.
@@ -252,21 +202,8 @@ def _protocol_error(message):
                       "traceback": [f"ProtocolError: {message}"]}}
 
 
-def _reap_children():
-    """Collect this process's dead children. sessiond asks for it after it killed
-    what a timed-out run left behind: those children are ours to wait for, and
-    until then each holds a pid of the session's limit."""
-    while True:
-        try:
-            pid, _ = _waitpid(-1, _WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-
-
 def _handle(shell, line):
-    if line is _Channel.TOO_LARGE:
+    if line is Channel.TOO_LARGE:
         return _protocol_error("request larger than the harness accepts")
     try:
         request = json.loads(line.decode("utf-8"))
@@ -285,7 +222,7 @@ def _handle(shell, line):
                                    or not isinstance(request_id, (int, str))):
         return _protocol_error("'id' must be an integer or a string")
     if request.get("reap") is True:
-        _reap_children()
+        reap_children()
     reply = _chdir_and_run(shell, request, code, mode)
     if request_id is not None:
         # First key: sessiond finds it without parsing the whole reply.
@@ -307,7 +244,7 @@ def _chdir_and_run(shell, request, code, mode):
 
 
 def main():
-    channel = _Channel(_take_control_fd())
+    channel = Channel(take_control_fd(), _encode_reply)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     shell = _make_shell()
     # Like the REPL: modules in the current directory (the workspace) import.

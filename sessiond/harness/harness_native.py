@@ -34,28 +34,22 @@ import _ast
 import _json
 import _signal
 
+# From this directory, while the entry point has it on sys.path.
+from harness_channel import Channel, reap_children, take_control_fd
+
 # Functions defined below look builtins up in this private snapshot, so user
 # code that deletes or rebinds builtins (print, len, exec, ...) cannot break
 # the harness. User code keeps the real builtins module.
 __builtins__ = dict(builtins.__dict__)
 
-CTL_FD_IN = 3        # where init hands us the control socket
-CTL_FD = 63          # where we keep it, out of the way of user code
-READ_CHUNK = 1 << 16
-# Code is capped at 32 MiB by the API; JSON escaping can grow any byte to at
-# most six ("\u001f"), so this bound admits every legal request.
-MAX_REQUEST_BYTES = 6 * (32 << 20) + 4096
 # Cell sources larger than this are not kept for traceback source lines.
 MAX_REMEMBERED_SOURCE = 1 << 20
 
 # Private references taken before any user code runs.
 _sys = sys
-_read = os.read
 _write = os.write
 _getpid = os.getpid
 _exit = os._exit
-_waitpid = os.waitpid
-_WNOHANG = os.WNOHANG
 _STDOUT = sys.stdout
 _STDERR = sys.stderr
 _PID = os.getpid()
@@ -113,64 +107,6 @@ def _dump_json(value):
         return "{" + ",".join(_quote_json(k) + ":" + _dump_json(v)
                               for k, v in value.items()) + "}"
     raise TypeError(f"cannot encode {type(value).__name__}")
-
-
-# ---------------------------------------------------------------- control channel
-
-class _Channel:
-    """Newline-delimited requests in, replies out, on the control socket."""
-
-    TOO_LARGE = object()
-
-    def __init__(self, fd):
-        self.fd = fd
-        self.buf = bytearray()
-
-    def read_request(self):
-        """Return the next line (bytes), TOO_LARGE, or None at end of file."""
-        too_large = False
-        scanned = 0
-        while True:
-            newline = self.buf.find(b"\n", scanned)
-            if newline >= 0:
-                line = bytes(self.buf[:newline])
-                del self.buf[:newline + 1]
-                return self.TOO_LARGE if too_large else line
-            if len(self.buf) > MAX_REQUEST_BYTES:
-                # Keep memory bounded: drop the line, answer it with an error.
-                too_large = True
-                self.buf.clear()
-            scanned = len(self.buf)
-            chunk = _read(self.fd, READ_CHUNK)
-            if not chunk:
-                return None
-            self.buf += chunk
-
-    def send(self, reply):
-        # A lone surrogate cannot be encoded in UTF-8; "?" keeps the line valid.
-        data = memoryview((_dump_json(reply) + "\n").encode("utf-8", "replace"))
-        while data:
-            data = data[_write(self.fd, data):]
-
-
-def _take_control_fd():
-    """Move the control socket to CTL_FD, close-on-exec, and free fd 3.
-
-    Subprocesses then never inherit it (they could write to it by mistake), and
-    user code that opens files gets fd 3 as usual.
-    """
-    os.dup2(CTL_FD_IN, CTL_FD, inheritable=False)
-    os.close(CTL_FD_IN)
-
-    def close_in_child():
-        # A forked child (multiprocessing, os.fork) must not hold the channel.
-        try:
-            os.close(CTL_FD)
-        except OSError:
-            pass
-
-    os.register_at_fork(after_in_child=close_in_child)
-    return CTL_FD
 
 
 # ---------------------------------------------------------------- signals and output
@@ -447,29 +383,16 @@ def _parse_request(line):
     return request_id, code, mode == "cell", request.get("reap") is True
 
 
-def _reap_children():
-    """Collect this process's dead children. sessiond asks for it after it killed
-    what a timed-out run left behind: those children are ours to wait for, and
-    until then each holds a pid of the session's limit."""
-    while True:
-        try:
-            pid, _ = _waitpid(-1, _WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-
-
 def _handle(line):
     global _cell_count
-    if line is _Channel.TOO_LARGE:
+    if line is Channel.TOO_LARGE:
         return _protocol_error("request larger than the harness accepts")
     try:
         request_id, code, cell, reap = _parse_request(line)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         return _protocol_error(_safe_str(exc))
     if reap:
-        _reap_children()
+        reap_children()
     _cell_count += 1
     filename = f"<cell-{_cell_count}>"
     _remember_source(filename, code)
@@ -485,7 +408,7 @@ def _handle(line):
 
 def main():
     global _user_globals
-    channel = _Channel(_take_control_fd())
+    channel = Channel(take_control_fd(), _dump_json)
     _setup_process()
     _user_globals = _make_user_globals()
     while True:

@@ -514,28 +514,34 @@ def run_verbose(lib_dir):
     return json.loads(reply), out.decode(), err.decode()
 
 
+NATIVE_MODULES = ("harness_native", "harness_channel")
+
+
 def test_native_harness_runs_from_the_builds_bytecode():
-    """harness.py imports harness_native, whose bytecode the build made: the interpreter
-    takes the code object from __pycache__ instead of compiling the source."""
-    pycs = list((BUILD_LIB / "__pycache__").glob("harness_native.*.pyc"))
-    assert len(pycs) == 1, f"no bytecode for harness_native in {BUILD_LIB}"
+    """harness.py imports harness_native (and it harness_channel), whose bytecode the
+    build made: the interpreter takes the code objects from __pycache__ instead of
+    compiling the source."""
     reply, out, log = run_verbose(BUILD_LIB)
     assert reply["return_code"] == 0 and out == "4\n", log[-2000:]
-    assert f"code object from '{pycs[0]}'" in log, log[-3000:]
+    for module in NATIVE_MODULES:
+        pycs = list((BUILD_LIB / "__pycache__").glob(f"{module}.*.pyc"))
+        assert len(pycs) == 1, f"no bytecode for {module} in {BUILD_LIB}"
+        assert f"code object from '{pycs[0]}'" in log, log[-3000:]
 
 
 def test_native_harness_compiles_its_source_when_the_bytecode_is_stale(tmp_path):
     """The control: the same files, the source changed after the bytecode was made. The
     hash check refuses the bytecode, the source is compiled, the harness answers alike."""
-    for name in ("harness.py", "harness_native.py"):
-        shutil.copy(BUILD_LIB / name, tmp_path / name)
+    for name in ("harness",) + NATIVE_MODULES:
+        shutil.copy(BUILD_LIB / f"{name}.py", tmp_path / f"{name}.py")
     shutil.copytree(BUILD_LIB / "__pycache__", tmp_path / "__pycache__")
     with open(tmp_path / "harness_native.py", "a", encoding="utf-8") as f:
         f.write("# changed after the bytecode was made\n")
     reply, out, log = run_verbose(tmp_path)
     assert reply["return_code"] == 0 and out == "4\n", log[-2000:]
     assert f"code object from {tmp_path / 'harness_native.py'}" in log, log[-3000:]
-    assert "code object from '" + str(tmp_path / "__pycache__") not in log, log[-3000:]
+    stale = str(tmp_path / "__pycache__" / "harness_native.")
+    assert "code object from '" + stale not in log, log[-3000:]
 
 
 def test_harness_directory_and_module_are_hidden_from_user_code(py):

@@ -237,8 +237,9 @@ def test_deb_install_serve_purge():
         assert "127.0.0.1" in san, san
 
         # The native harness's bytecode, for the python3 installed (the prerm removes it).
-        pycs = glob.glob("/usr/libexec/paddock/__pycache__/harness_native.*.pyc")
-        assert pycs, "the postinst made no bytecode for the native harness"
+        for module in ("harness_native", "harness_channel"):
+            pycs = glob.glob(f"/usr/libexec/paddock/__pycache__/{module}.*.pyc")
+            assert pycs, f"the postinst made no bytecode for {module}"
 
         r = subprocess.run(["/usr/sbin/paddock-sessiond", "--config", CONF, "--check-config"],
                            capture_output=True, text=True, check=True)

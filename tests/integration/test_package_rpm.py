@@ -55,8 +55,9 @@ def test_files(rpm_file):
     assert not want - files, f"missing from the rpm: {sorted(want - files)}"
     assert any(f.startswith("/usr/share/man/man8/paddockctl.8") for f in files)
     # The native harness's bytecode, made at build (the entry point loads it).
-    assert [f for f in files if re.fullmatch(
-        r"/usr/libexec/paddock/__pycache__/harness_native\.cpython-\d+\.pyc", f)], sorted(files)
+    for module in ("harness_native", "harness_channel"):
+        assert [f for f in files if re.fullmatch(
+            rf"/usr/libexec/paddock/__pycache__/{module}\.cpython-\d+\.pyc", f)], sorted(files)
     # RHEL places only: no Debian layout.
     assert not [f for f in files if f.startswith(("/lib/", "/etc/nginx/sites-", "/etc/nginx/snippets"))]
     config = set(rpmq(rpm_file, "--configfiles").split())

@@ -1,0 +1,102 @@
+# SPDX-License-Identifier: MIT
+"""The control side the Python harnesses share (docs/harness-protocol.md).
+
+The control socket moved out of user code's way, newline-delimited requests in,
+one reply line out per request, and the reaping of dead children sessiond asks
+for. harness_native.py, harness_kernel.py and harness_endpoint.py import it from
+their own directory (each takes the directory off sys.path again, and the
+module out of sys.modules, before user code runs).
+
+Only builtins and os are imported: the native harness loads this at every
+start. The OS calls go through references taken at import, and builtins are
+looked up in a snapshot taken then, before any user code runs: user code that
+rebinds os.read or deletes len cannot break the channel.
+"""
+
+import builtins
+import os
+
+__builtins__ = dict(builtins.__dict__)
+
+CTL_FD_IN = 3        # where init (or sessiond, for the endpoint bridge) hands it over
+CTL_FD = 63          # where the harness keeps it, out of the way of user code
+READ_CHUNK = 1 << 16
+# Code is capped at 32 MiB by the API; JSON escaping can grow any byte to at
+# most six ("\u001f"), so this bound admits every legal request.
+MAX_REQUEST_BYTES = 6 * (32 << 20) + 4096
+
+_read = os.read
+_write = os.write
+_waitpid = os.waitpid
+_WNOHANG = os.WNOHANG
+
+
+class Channel:
+    """Newline-delimited requests in, replies out, on the control socket; encode
+    turns a reply into one line of JSON text."""
+
+    TOO_LARGE = object()
+
+    def __init__(self, fd, encode):
+        self.fd = fd
+        self.encode = encode
+        self.buf = bytearray()
+
+    def read_request(self):
+        """Return the next line (bytes), TOO_LARGE, or None at end of file."""
+        too_large = False
+        scanned = 0
+        while True:
+            newline = self.buf.find(b"\n", scanned)
+            if newline >= 0:
+                line = bytes(self.buf[:newline])
+                del self.buf[:newline + 1]
+                return self.TOO_LARGE if too_large else line
+            if len(self.buf) > MAX_REQUEST_BYTES:
+                # Keep memory bounded: drop the line, answer it with an error.
+                too_large = True
+                self.buf.clear()
+            scanned = len(self.buf)
+            chunk = _read(self.fd, READ_CHUNK)
+            if not chunk:
+                return None
+            self.buf += chunk
+
+    def send(self, reply):
+        # A lone surrogate cannot be encoded in UTF-8; "?" keeps the line valid.
+        data = memoryview((self.encode(reply) + "\n").encode("utf-8", "replace"))
+        while data:
+            data = data[_write(self.fd, data):]
+
+
+def take_control_fd():
+    """Move the control socket to CTL_FD, close-on-exec, and free fd 3.
+
+    Subprocesses then never inherit it (they could write to it by mistake), and
+    user code that opens files gets fd 3 as usual.
+    """
+    os.dup2(CTL_FD_IN, CTL_FD, inheritable=False)
+    os.close(CTL_FD_IN)
+
+    def close_in_child():
+        # A forked child (multiprocessing, os.fork) must not hold the channel.
+        try:
+            os.close(CTL_FD)
+        except OSError:
+            pass
+
+    os.register_at_fork(after_in_child=close_in_child)
+    return CTL_FD
+
+
+def reap_children():
+    """Collect this process's dead children. sessiond asks for it after it killed
+    what a timed-out run left behind: those children are ours to wait for, and
+    until then each holds a pid of the session's limit."""
+    while True:
+        try:
+            pid, _ = _waitpid(-1, _WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
