@@ -31,13 +31,11 @@ import pwd
 import re
 import secrets
 import shutil
-import signal
 import socket
 import struct
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_DIR = os.path.dirname(HERE)
@@ -45,11 +43,13 @@ BASELINES = {"sessiond": os.path.join(HERE, "callgrind_baseline.json"),
              "fcgi": os.path.join(HERE, "callgrind_baseline_fcgi.json")}
 sys.path.insert(0, os.path.join(SOURCE_DIR, "tests", "integration"))
 from proto_client import SessiondClient  # noqa: E402
+from procs import stop_process, wait_connectable  # noqa: E402
 
 WARM_EXECS = 3
 EXEC = {"op": "exec", "tool": "python", "code": "print(1)", "timeout_ms": 60000}
 HTTP_EXEC = {"tool": "code_execution", "input": {"code": "print(1)"}}
-START_S = 120
+START_S = 120   # seconds for a program to open its socket
+STOP_S = 120    # seconds for it to exit after SIGTERM (callgrind writes its output then)
 
 
 def make_state():
@@ -73,32 +73,6 @@ def start(argv, env, log_path):
     with open(log_path, "ab") as log:
         return subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                 start_new_session=True)
-
-
-def wait_socket(path, proc, what):
-    deadline = time.monotonic() + START_S
-    while True:
-        s = socket.socket(socket.AF_UNIX)
-        try:
-            s.connect(path)
-            return
-        except OSError:
-            pass
-        finally:
-            s.close()
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"{what} did not start")
-        time.sleep(0.1)
-
-
-def stop(proc):
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(120)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def create_session(sock):
@@ -186,7 +160,7 @@ def run_sessiond(build, bench_bin, execs):
                os.path.join(build, "paddock-sessiond")], env, log)
     try:
         sock = os.path.join(run, "sessiond.sock")
-        wait_socket(sock, p, "sessiond under valgrind")
+        wait_connectable(socket.AF_UNIX, sock, p, "sessiond under valgrind", START_S)
         c, sid = create_session(sock)
         for i in range(WARM_EXECS + execs):
             exec_checked(c, sid, i)
@@ -197,7 +171,7 @@ def run_sessiond(build, bench_bin, execs):
             sys.stderr.write(f.read()[-3000:].decode("utf-8", "replace"))
         raise
     finally:
-        stop(p)
+        stop_process(p, STOP_S)
     return finish(state, os.path.join(state, f"callgrind.out.{p.pid}"))
 
 
@@ -215,12 +189,12 @@ def run_fcgi(build, bench_bin, execs):
     w = None
     try:
         sd_sock, w_sock = os.path.join(run, "sessiond.sock"), os.path.join(run, "fcgi.sock")
-        wait_socket(sd_sock, sd, "sessiond")
+        wait_connectable(socket.AF_UNIX, sd_sock, sd, "sessiond", START_S)
         w = start(["setpriv", f"--reuid={pw.pw_uid}", f"--regid={pw.pw_gid}", "--init-groups",
                    "valgrind", "--tool=callgrind",
                    f"--callgrind-out-file={os.path.join(cg_dir, 'callgrind.out.%p')}",
                    os.path.join(build, "paddock-fcgi"), "--socket", w_sock], env, w_log)
-        wait_socket(w_sock, w, "paddock-fcgi under valgrind")
+        wait_connectable(socket.AF_UNIX, w_sock, w, "paddock-fcgi under valgrind", START_S)
         c, sid = create_session(sd_sock)
         f = FcgiClient(w_sock)
         body = json.dumps(HTTP_EXEC).encode()
@@ -238,8 +212,8 @@ def run_fcgi(build, bench_bin, execs):
         raise
     finally:
         if w:
-            stop(w)
-        stop(sd)
+            stop_process(w, STOP_S)
+        stop_process(sd, STOP_S)
     return finish(state, os.path.join(cg_dir, f"callgrind.out.{w.pid}"))
 
 

@@ -23,13 +23,14 @@ import platform
 import re
 import resource
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+
+from procs import children_map, cpu_seconds, stop_process, tree, wait_connectable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_DIR = os.path.dirname(HERE)
@@ -110,41 +111,6 @@ def pss_kib(pid):
     return 0
 
 
-def children_map():
-    kids = {}
-    for p in os.listdir("/proc"):
-        if not p.isdigit():
-            continue
-        try:
-            with open(f"/proc/{p}/stat", "rb") as f:
-                data = f.read().decode("ascii", "replace")
-        except OSError:
-            continue
-        ppid = int(data[data.rfind(")") + 2:].split()[1])
-        kids.setdefault(ppid, []).append(int(p))
-    return kids
-
-
-def tree(root, kids):
-    out, todo = [], [root]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        todo.extend(kids.get(p, []))
-    return out
-
-
-def cpu_seconds(pid):
-    """User + system CPU of a process (all its threads) so far; 0 once it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read().decode("ascii", "replace")
-    except OSError:
-        return 0.0
-    fields = data[data.rfind(")") + 2:].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 class CpuMeter:
     """CPU spent per request by named groups of processes over some pdload runs.
 
@@ -153,41 +119,26 @@ class CpuMeter:
     RUSAGE_CHILDREN. The clock tick is 10 ms, so a run must be long enough: the sums over
     every round are what is reported."""
 
-    def __init__(self):
+    def __init__(self, warmup):
+        self.warmup = warmup   # requests pdload sends before it records
         self.cpu = {}
         self.requests = 0
 
     def run(self, groups, fn):
+        """fn runs pdload and returns its (summary, samples); the summary is returned."""
         before = {k: sum(cpu_seconds(p) for p in pids) for k, pids in groups.items()}
         r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        out = fn()
+        summary, _ = fn()
         r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         for k, pids in groups.items():
             self.cpu[k] = self.cpu.get(k, 0.0) + sum(cpu_seconds(p) for p in pids) - before[k]
         self.cpu["client"] = self.cpu.get("client", 0.0) + (
             r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime)
-        return out
+        self.requests += summary["count"] + self.warmup
+        return summary
 
     def per_request_us(self, key):
         return self.cpu.get(key, 0.0) / max(1, self.requests) * 1e6
-
-
-def wait_connectable(family, addr, proc, what, timeout=30):
-    deadline = time.monotonic() + timeout
-    while True:
-        s = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            s.connect(addr)
-            return
-        except OSError:
-            pass
-        finally:
-            s.close()
-        if proc.poll() is not None:
-            raise RuntimeError(f"{what} exited with {proc.returncode} during start-up")
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{what} was not ready within {timeout} s")
-        time.sleep(0.02)
 
 
 class Http:
@@ -320,14 +271,8 @@ class Peer:
     def stop(self):
         for key in ("nginx", "fcgi_fixed"):
             p = self.procs.pop(key, None)
-            if p is None or p.poll() is not None:
-                continue
-            p.send_signal(signal.SIGTERM)
-            try:
-                p.wait(15)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+            if p is not None:
+                stop_process(p, 15)
         if self.state_dir:
             shutil.rmtree(self.state_dir, ignore_errors=True)
 
@@ -458,24 +403,18 @@ class Bench:
             reply = self.http.exec(sid, req)
             assert expect.encode() in reply, (name, reply[:300])
             errs = {"paddock": 0, "harness": 0, "relay": 0, "return200": 0, "sessiond": 0}
-            meters = {"paddock": CpuMeter(), "harness": CpuMeter(), "relay": CpuMeter()}
+            meters = {k: CpuMeter(a.warmup) for k in ("paddock", "harness", "relay")}
             groups = self.cpu_groups()
-
-            def metered(which, fn, groups=None):
-                s, _ = meters[which].run(groups or {}, fn)
-                meters[which].requests += s["count"] + a.warmup
-                return s
-
             for _ in range(a.rounds):
-                s = metered("paddock", lambda: self.http_lat(self.stack.port, "POST", path, body_file, expect,
-                                                             a.n, a.seconds, f"{name}|paddock"), groups["paddock"])
+                s = meters["paddock"].run(groups["paddock"], lambda: self.http_lat(
+                    self.stack.port, "POST", path, body_file, expect, a.n, a.seconds, f"{name}|paddock"))
                 errs["paddock"] += s["errors"]
                 if kind:
-                    s = metered("harness", lambda: self.harness_lat(kind, code, "1\n", a.n, a.seconds,
-                                                                    f"{name}|harness"))
+                    s = meters["harness"].run({}, lambda: self.harness_lat(
+                        kind, code, "1\n", a.n, a.seconds, f"{name}|harness"))
                     errs["harness"] += s["errors"]
-                s = metered("relay", lambda: self.http_lat(self.peer.port, "POST", path, body_file, None, a.n,
-                                                           a.seconds, f"{name}|relay"), groups["relay"])
+                s = meters["relay"].run(groups["relay"], lambda: self.http_lat(
+                    self.peer.port, "POST", path, body_file, None, a.n, a.seconds, f"{name}|relay"))
                 errs["relay"] += s["errors"]
                 s, _ = self.http_lat(self.peer.port, "POST", "/bench/return200", body_file, None, a.n,
                                      a.seconds, f"{name}|return200")
