@@ -115,7 +115,6 @@ def test_doctor(ctl, stack):
     assert "FAIL  sessiond" in r.stdout and "fix: systemctl start paddock-sessiond" in r.stdout
 
 
-
 def _cgroup2_superopts():
     """The mount point and superblock options of the first cgroup2 mount, or None."""
     with open("/proc/self/mountinfo", encoding="utf-8") as f:
