@@ -2,8 +2,8 @@
 """The control side the Python harnesses share (docs/harness-protocol.md).
 
 The control socket moved out of user code's way, newline-delimited requests in,
-one reply line out per request, and the reaping of dead children sessiond asks
-for. harness_native.py, harness_kernel.py and harness_endpoint.py import it from
+one reply line out per request, the loop that serves them, and the reaping of
+dead children sessiond asks for. harness_native.py, harness_kernel.py and harness_endpoint.py import it from
 their own directory (each takes the directory off sys.path again, and the
 module out of sys.modules, before user code runs).
 
@@ -29,6 +29,9 @@ _read = os.read
 _write = os.write
 _waitpid = os.waitpid
 _WNOHANG = os.WNOHANG
+_getpid = os.getpid
+_exit = os._exit
+_PID = os.getpid()
 
 
 class Channel:
@@ -100,3 +103,32 @@ def reap_children():
             return
         if pid == 0:
             return
+
+
+def serve(channel, handle, flush):
+    """Answer requests until the channel ends, then end the process.
+
+    handle(line) returns the reply; flush() pushes what user code wrote through
+    Python into the pipes, before each reply (sessiond reads the pipes dry once
+    the reply is in) and at the end.
+    """
+    while True:
+        try:
+            line = channel.read_request()
+        except OSError:
+            break          # user code closed or broke the channel
+        if line is None:
+            break          # sessiond closed the channel: we are done
+        reply = handle(line)
+        flush()
+        if _getpid() != _PID:
+            # User code forked and the child came back here: it must not
+            # answer requests meant for the parent.
+            _exit(reply["return_code"])
+        try:
+            channel.send(reply)
+        except OSError:
+            break
+    flush()
+    # os._exit: do not wait for user threads or run user atexit hooks.
+    _exit(0)

@@ -37,14 +37,10 @@ import signal  # noqa: E402
 # neither the directory nor the module stays visible to user code.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 try:
-    from harness_channel import Channel, reap_children, take_control_fd  # noqa: E402
+    from harness_channel import Channel, reap_children, serve, take_control_fd  # noqa: E402
 finally:
     del sys.path[0]
 del sys.modules["harness_channel"]
-
-_getpid = os.getpid
-_exit = os._exit
-_PID = os.getpid()
 
 _displays = []         # display_data items of the running cell
 _result = None         # the running cell's execute_result bundle
@@ -249,23 +245,7 @@ def main():
     shell = _make_shell()
     # Like the REPL: modules in the current directory (the workspace) import.
     sys.path.insert(0, "")
-    while True:
-        try:
-            line = channel.read_request()
-        except OSError:
-            break
-        if line is None:
-            break
-        reply = _handle(shell, line)
-        if _getpid() != _PID:
-            # User code forked and the child came back here: it must not answer.
-            _exit(reply["return_code"])
-        try:
-            channel.send(reply)
-        except OSError:
-            break
-    _flush_output()
-    _exit(0)
+    serve(channel, lambda line: _handle(shell, line), _flush_output)
 
 
 main()

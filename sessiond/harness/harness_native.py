@@ -35,7 +35,7 @@ import _json
 import _signal
 
 # From this directory, while the entry point has it on sys.path.
-from harness_channel import Channel, reap_children, take_control_fd
+from harness_channel import Channel, reap_children, serve, take_control_fd
 
 # Functions defined below look builtins up in this private snapshot, so user
 # code that deletes or rebinds builtins (print, len, exec, ...) cannot break
@@ -48,11 +48,8 @@ MAX_REMEMBERED_SOURCE = 1 << 20
 # Private references taken before any user code runs.
 _sys = sys
 _write = os.write
-_getpid = os.getpid
-_exit = os._exit
 _STDOUT = sys.stdout
 _STDERR = sys.stderr
-_PID = os.getpid()
 
 _running = False          # True while user code runs: SIGINT interrupts it
 _cell_count = 0
@@ -411,24 +408,5 @@ def main():
     channel = Channel(take_control_fd(), _dump_json)
     _setup_process()
     _user_globals = _make_user_globals()
-    while True:
-        try:
-            line = channel.read_request()
-        except OSError:
-            break          # user code closed or broke the channel
-        if line is None:
-            break          # sessiond closed the channel: we are done
-        reply = _handle(line)
-        _flush_output()
-        if _getpid() != _PID:
-            # User code forked and the child came back here: it must not
-            # answer requests meant for the parent.
-            _exit(reply["return_code"])
-        try:
-            channel.send(reply)
-        except OSError:
-            break
-    _flush_output()
-    # os._exit: do not wait for user threads or run user atexit hooks.
-    _exit(0)
+    serve(channel, _handle, _flush_output)
 
