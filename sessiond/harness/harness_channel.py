@@ -2,8 +2,8 @@
 """The control side the Python harnesses share (docs/harness-protocol.md).
 
 The control socket moved out of user code's way, newline-delimited requests in,
-one reply line out per request, the loop that serves them, and the reaping of
-dead children sessiond asks for. harness_native.py, harness_kernel.py and harness_endpoint.py import it from
+the checks every request passes, one reply line out per request, the loop that
+serves them, and the reaping of dead children sessiond asks for. harness_native.py, harness_kernel.py and harness_endpoint.py import it from
 their own directory (each takes the directory off sys.path again, and the
 module out of sys.modules, before user code runs).
 
@@ -70,6 +70,24 @@ class Channel:
         data = memoryview((self.encode(reply) + "\n").encode("utf-8", "replace"))
         while data:
             data = data[_write(self.fd, data):]
+
+
+def request_fields(request):
+    """(id, code, cell, reap) of a decoded request; ValueError, whose message is the
+    protocol error's, when it is not one."""
+    if not isinstance(request, dict):
+        raise ValueError("a request is a JSON object")
+    code = request.get("code")
+    mode = request.get("mode", "otari")
+    if not isinstance(code, str):
+        raise ValueError("'code' must be a string")
+    if mode not in ("otari", "cell"):
+        raise ValueError("'mode' must be 'otari' or 'cell'")
+    request_id = request.get("id")
+    if request_id is not None and (isinstance(request_id, bool)
+                                   or not isinstance(request_id, (int, str))):
+        raise ValueError("'id' must be an integer or a string")
+    return request_id, code, mode == "cell", request.get("reap") is True
 
 
 def take_control_fd():

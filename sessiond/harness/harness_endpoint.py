@@ -47,7 +47,7 @@ from urllib.parse import parse_qs, quote, urlsplit  # noqa: E402
 # The control side shared with the other harnesses, from this file's directory.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 try:
-    from harness_channel import Channel, take_control_fd  # noqa: E402
+    from harness_channel import Channel, request_fields, take_control_fd  # noqa: E402
 finally:
     del sys.path[0]
 
@@ -602,21 +602,14 @@ def _handle(kernel, setup_error, line):
         request = json.loads(line.decode("utf-8"))
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         return _error_reply("ProtocolError", f"invalid request: {exc}")
-    if not isinstance(request, dict):
-        return _error_reply("ProtocolError", "a request is a JSON object")
-    code = request.get("code")
-    mode = request.get("mode", "otari")
-    if not isinstance(code, str):
-        return _error_reply("ProtocolError", "'code' must be a string")
-    if mode not in ("otari", "cell"):
-        return _error_reply("ProtocolError", "'mode' must be 'otari' or 'cell'")
-    request_id = request.get("id")
-    if request_id is not None and (isinstance(request_id, bool)
-                                   or not isinstance(request_id, (int, str))):
-        return _error_reply("ProtocolError", "'id' must be an integer or a string")
+    try:
+        # Nothing of the session's runs in this process: "reap" has nothing to collect.
+        request_id, code, cell, _ = request_fields(request)
+    except ValueError as exc:
+        return _error_reply("ProtocolError", str(exc))
     # "cwd" names a directory of the sandbox's workspace, which the server does not see:
     # the kernel works in the server's own directory, and the field is ignored.
-    reply = _run(kernel, setup_error, code, mode == "cell")
+    reply = _run(kernel, setup_error, code, cell)
     if request_id is not None:
         reply = {"id": request_id, **reply}
     return reply

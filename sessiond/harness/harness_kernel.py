@@ -37,7 +37,8 @@ import signal  # noqa: E402
 # neither the directory nor the module stays visible to user code.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 try:
-    from harness_channel import Channel, reap_children, serve, take_control_fd  # noqa: E402
+    from harness_channel import (Channel, reap_children, request_fields, serve,  # noqa: E402
+                                 take_control_fd)
 finally:
     del sys.path[0]
 del sys.modules["harness_channel"]
@@ -205,28 +206,20 @@ def _handle(shell, line):
         request = json.loads(line.decode("utf-8"))
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         return _protocol_error(f"invalid request: {_safe_str(exc)}")
-    if not isinstance(request, dict):
-        return _protocol_error("a request is a JSON object")
-    code = request.get("code")
-    mode = request.get("mode", "otari")
-    if not isinstance(code, str):
-        return _protocol_error("'code' must be a string")
-    if mode not in ("otari", "cell"):
-        return _protocol_error("'mode' must be 'otari' or 'cell'")
-    request_id = request.get("id")
-    if request_id is not None and (isinstance(request_id, bool)
-                                   or not isinstance(request_id, (int, str))):
-        return _protocol_error("'id' must be an integer or a string")
-    if request.get("reap") is True:
+    try:
+        request_id, code, cell, reap = request_fields(request)
+    except ValueError as exc:
+        return _protocol_error(str(exc))
+    if reap:
         reap_children()
-    reply = _chdir_and_run(shell, request, code, mode)
+    reply = _chdir_and_run(shell, request, code, cell)
     if request_id is not None:
         # First key: sessiond finds it without parsing the whole reply.
         reply = {"id": request_id, **reply}
     return reply
 
 
-def _chdir_and_run(shell, request, code, mode):
+def _chdir_and_run(shell, request, code, cell):
     global _cwd_applied
     # An optional working directory, fixed when the interpreter takes its first cell.
     cwd = request.get("cwd")
@@ -236,7 +229,7 @@ def _chdir_and_run(shell, request, code, mode):
         except OSError as exc:
             return _protocol_error(f"cannot change to {cwd}: {exc.strerror}")
     _cwd_applied = True
-    return _run(shell, code, mode == "cell")
+    return _run(shell, code, cell)
 
 
 def main():

@@ -35,7 +35,8 @@ import _json
 import _signal
 
 # From this directory, while the entry point has it on sys.path.
-from harness_channel import Channel, reap_children, serve, take_control_fd
+from harness_channel import (Channel, reap_children, request_fields, serve,
+                             take_control_fd)
 
 # Functions defined below look builtins up in this private snapshot, so user
 # code that deletes or rebinds builtins (print, len, exec, ...) cannot break
@@ -362,30 +363,13 @@ def _protocol_error(message):
                                      "traceback": [f"ProtocolError: {message}"]})
 
 
-def _parse_request(line):
-    """Return (id, code, cell, reap) from a request line, or raise ValueError."""
-    request = _parse_json(line.decode("utf-8"))
-    if not isinstance(request, dict):
-        raise ValueError("a request is a JSON object")
-    request_id = request.get("id")
-    code = request.get("code")
-    mode = request.get("mode", "otari")
-    if not isinstance(code, str):
-        raise ValueError("'code' must be a string")
-    if mode not in ("otari", "cell"):
-        raise ValueError("'mode' must be 'otari' or 'cell'")
-    if request_id is not None and (isinstance(request_id, bool)
-                                   or not isinstance(request_id, (int, str))):
-        raise ValueError("'id' must be an integer or a string")
-    return request_id, code, mode == "cell", request.get("reap") is True
-
-
 def _handle(line):
     global _cell_count
     if line is Channel.TOO_LARGE:
         return _protocol_error("request larger than the harness accepts")
     try:
-        request_id, code, cell, reap = _parse_request(line)
+        request = _parse_json(line.decode("utf-8"))
+        request_id, code, cell, reap = request_fields(request)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         return _protocol_error(_safe_str(exc))
     if reap:
