@@ -448,80 +448,53 @@ static int cgroup_limits_v1(const CgroupHier *h, const char *dir, const SandboxL
 	return 0;
 }
 
-int cgroup_create_from_parent(const SandboxEnv *env, const char *id, const SandboxLimits *limits)
+/*
+ * Everything from here to cgroup_ns_in_child() runs in the child, before it changes
+ * namespaces: it is a copy of the single-threaded daemon, so it may format strings, but
+ * it allocates nothing. The daemon's loop does not wait for these mkdirs and writes.
+ */
+
+int cgroup_create_in_child(struct child_args *a)
 {
+	const SandboxEnv *env = a->env;
 	char dir[PATH_MAX];
-	size_t made = 0;
-	int r = 0;
-
-	for (; made < env->n_hier; made++) {
-		const CgroupHier *h = &env->hier[made];
-
-		r = cgroup_dir(h, id, dir, sizeof(dir));
-		if (r < 0)
-			break;
-		if (mkdir(dir, 0755) < 0) {
-			r = -errno;
-			sandbox_set_error("mkdir %s: %s", dir, strerror(errno));
-			break;
-		}
-		r = env->v2 ? cgroup_limits_v2(h, dir, limits) : cgroup_limits_v1(h, dir, limits);
-		if (r < 0) {
-			sandbox_set_error("setting limits in %s: %s", dir, strerror(-r));
-			made++; /* this one exists too */
-			break;
-		}
-	}
-	if (r >= 0)
-		return 0;
-	/* undo_mkdir: nothing runs in them yet, so rmdir cannot be busy */
-	while (made-- > 0)
-		if (cgroup_dir(&env->hier[made], id, dir, sizeof(dir)) == 0)
-			rmdir(dir);
-	return r;
-}
-
-int cgroup_prepare_from_parent(const SandboxEnv *env, const char *id, struct child_args *a)
-{
-	char dir[PATH_MAX], path[PATH_MAX];
 	int r;
 
-	a->n_cg_procs = 0;
 	for (size_t i = 0; i < env->n_hier; i++) {
-		int fd;
+		const CgroupHier *h = &env->hier[i];
 
-		r = cgroup_dir(&env->hier[i], id, dir, sizeof(dir));
-		if (r >= 0)
-			r = path_join(path, sizeof(path), dir, "cgroup.procs");
-		fd = r < 0 ? r : open(path, O_WRONLY | O_CLOEXEC);
-		if (fd < 0) {
-			r = r < 0 ? r : -errno;
-			sandbox_set_error("opening %s/cgroup.procs: %s", dir, strerror(-r));
-			cgroup_prepared_close(a);
+		r = cgroup_dir(h, a->id, dir, sizeof(dir));
+		if (r < 0)
 			return r;
-		}
-		a->cg_procs[a->n_cg_procs++] = fd;
+		/* A failure leaves what was made to the parent: it removes the cgroup by id. */
+		if (mkdir(dir, 0755) < 0)
+			return -errno;
+		r = env->v2 ? cgroup_limits_v2(h, dir, &a->limits) :
+			      cgroup_limits_v1(h, dir, &a->limits);
+		if (r < 0)
+			return r;
 	}
 	return 0;
 }
 
-void cgroup_prepared_close(struct child_args *a)
-{
-	for (size_t i = 0; i < a->n_cg_procs; i++)
-		close(a->cg_procs[i]);
-	a->n_cg_procs = 0;
-}
-
 /*
- * The child moves itself ("0" is the writer) before anything else. Done here rather
- * than by the daemon: the first migration into a v1 hierarchy can wait out an RCU
- * grace period (milliseconds), and the daemon's loop must not wait with it.
+ * The child moves itself ("0" is the writer), with its limits already set. Done here
+ * rather than by the daemon: the first migration into a v1 hierarchy can wait out an
+ * RCU grace period (milliseconds), and the daemon's loop must not wait with it.
  */
 int cgroup_attach_in_child(struct child_args *a)
 {
-	for (size_t i = 0; i < a->n_cg_procs; i++)
-		if (write(a->cg_procs[i], "0", 1) != 1)
-			return -errno;
+	const SandboxEnv *env = a->env;
+	char dir[PATH_MAX];
+
+	for (size_t i = 0; i < env->n_hier; i++) {
+		int r = cgroup_dir(&env->hier[i], a->id, dir, sizeof(dir));
+
+		if (r >= 0)
+			r = cg_write(dir, "cgroup.procs", "0");
+		if (r < 0)
+			return r;
+	}
 	return 0;
 }
 

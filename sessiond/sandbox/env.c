@@ -32,10 +32,12 @@ void sandbox_set_error(const char *fmt, ...)
 static const char *const step_names[STEP_MAX] = {
 	[STEP_NONE] = "none",
 	[STEP_PREPARE] = "prepare",
-	[STEP_CGROUP_CREATE] = "cgroup create",
 	[STEP_SOCKETS] = "sockets",
 	[STEP_CLONE] = "clone3",
+	[STEP_CGROUP_CREATE] = "cgroup create",
 	[STEP_CGROUP_ATTACH] = "cgroup attach",
+	[STEP_UNSHARE] = "unshare mount, ipc and uts namespaces",
+	[STEP_HOST_SCAN] = "read the host's /etc and root links",
 	[STEP_NETNS] = "network (lo, egress link)",
 	[STEP_RELEASE_CHILD] = "release child",
 	[STEP_CHILD_DIED] = "child died before exec",
@@ -84,7 +86,7 @@ bool sandbox_id_valid(const char *id)
 	for (n = 0; id[n]; n++) {
 		char c = id[n];
 
-		if (n >= 128)
+		if (n >= SANDBOX_ID_MAX)
 			return false;
 		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
 		      c == '_' || c == '-'))
@@ -274,6 +276,7 @@ int sandbox_env_new(const PaddockConfig *cfg, SandboxEnv **ret)
 		return -ENOEXEC;
 	}
 
+	env->cap_last = privs_cap_last();
 	env->host_netns_fd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
 	if (env->host_netns_fd < 0) {
 		r = -errno;

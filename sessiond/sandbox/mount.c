@@ -1,6 +1,5 @@
 /* SPDX-License-Identifier: MIT */
 /* The sandbox's file system view: a read-only tmpfs root built from the host's /usr and /etc. */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
@@ -63,63 +62,6 @@ static bool etc_wanted(const char *name)
 	return false;
 }
 
-static int etc_prepare(struct child_args *a)
-{
-	DIR *d = opendir("/etc");
-	struct dirent *de;
-
-	if (!d)
-		return -errno;
-	a->n_etc = 0;
-	while ((de = readdir(d)) && a->n_etc < ETC_ENTRIES_MAX) {
-		struct etc_entry *e = &a->etc[a->n_etc];
-		struct stat st;
-
-		if (de->d_name[0] == '.' || !etc_wanted(de->d_name) ||
-		    strlen(de->d_name) >= sizeof(e->name))
-			continue;
-		/* Follow symlinks: the bind follows them too, and dangling ones are skipped. */
-		if (fstatat(dirfd(d), de->d_name, &st, 0) < 0)
-			continue;
-		if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
-			continue;
-		memcpy(e->name, de->d_name, strlen(de->d_name) + 1);
-		e->dir = S_ISDIR(st.st_mode);
-		a->n_etc++;
-	}
-	closedir(d);
-	return 0;
-}
-
-static int root_links_prepare(struct child_args *a)
-{
-	a->n_links = 0;
-	for (size_t i = 0; i < ARRAY_SIZE(root_dirs) && a->n_links < ROOT_LINKS_MAX; i++) {
-		struct root_link *l = &a->links[a->n_links];
-		char path[32];
-		struct stat st;
-		ssize_t n;
-
-		snprintf(path, sizeof(path), "/%s", root_dirs[i]);
-		if (lstat(path, &st) < 0)
-			continue;
-		l->name = root_dirs[i];
-		if (S_ISLNK(st.st_mode)) {
-			n = readlink(path, l->target, sizeof(l->target) - 1);
-			if (n < 0)
-				continue;
-			l->target[n] = '\0';
-			l->is_link = true;
-		} else if (S_ISDIR(st.st_mode)) {
-			l->is_link = false;
-		} else {
-			continue;
-		}
-		a->n_links++;
-	}
-	return 0;
-}
-
 int mount_prepare_from_parent(const SandboxEnv *env, const char *id, struct child_args *a)
 {
 	const char *shell = access("/bin/bash", X_OK) == 0 ? "/bin/bash" : "/bin/sh";
@@ -137,13 +79,95 @@ int mount_prepare_from_parent(const SandboxEnv *env, const char *id, struct chil
 		 (unsigned)a->uid, (unsigned)a->gid, shell);
 	snprintf(a->group, sizeof(a->group), "root:x:0:\nsandbox:x:%u:\nnogroup:x:65534:\n",
 		 (unsigned)a->gid);
-	r = etc_prepare(a);
-	if (r < 0)
-		return r;
-	return root_links_prepare(a);
+	return 0;
 }
 
 /* Everything below runs in the child between clone and exec: no allocation, no stdio. */
+
+/* The layout getdents64 fills in (the kernel's, not libc's struct dirent). */
+struct dirent64_raw {
+	uint64_t ino;
+	int64_t off;
+	unsigned short reclen;
+	unsigned char type;
+	char name[];
+};
+
+static void etc_note(struct child_args *a, int dfd, const char *name)
+{
+	struct etc_entry *e = &a->etc[a->n_etc];
+	size_t len = strlen(name);
+	struct stat st;
+
+	if (name[0] == '.' || len >= sizeof(e->name) || !etc_wanted(name))
+		return;
+	/* Follow symlinks: the bind follows them too, and dangling ones are skipped. */
+	if (fstatat(dfd, name, &st, 0) < 0)
+		return;
+	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+		return;
+	memcpy(e->name, name, len + 1);
+	e->dir = S_ISDIR(st.st_mode);
+	a->n_etc++;
+}
+
+/* The whitelisted entries of the host's /etc as they are now, read without opendir(). */
+static int etc_scan(struct child_args *a)
+{
+	_cleanup_close_ int dfd = open("/etc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	char buf[8192] __attribute__((aligned(8)));
+	ssize_t n;
+
+	if (dfd < 0)
+		return -errno;
+	a->n_etc = 0;
+	while ((n = syscall(SYS_getdents64, dfd, buf, sizeof(buf))) > 0)
+		for (ssize_t off = 0; off < n && a->n_etc < ETC_ENTRIES_MAX;) {
+			const struct dirent64_raw *de = (const void *)(buf + off);
+
+			etc_note(a, dfd, de->name);
+			off += de->reclen;
+		}
+	return n < 0 ? -errno : 0;
+}
+
+static void root_links_scan(struct child_args *a)
+{
+	a->n_links = 0;
+	for (size_t i = 0; i < ARRAY_SIZE(root_dirs) && a->n_links < ROOT_LINKS_MAX; i++) {
+		struct root_link *l = &a->links[a->n_links];
+		char path[32];
+		struct stat st;
+		ssize_t n;
+
+		if (path_join(path, sizeof(path), "", root_dirs[i]) < 0 || lstat(path, &st) < 0)
+			continue;
+		l->name = root_dirs[i];
+		if (S_ISLNK(st.st_mode)) {
+			n = readlink(path, l->target, sizeof(l->target) - 1);
+			if (n < 0)
+				continue;
+			l->target[n] = '\0';
+			l->is_link = true;
+		} else if (S_ISDIR(st.st_mode)) {
+			l->is_link = false;
+		} else {
+			continue;
+		}
+		a->n_links++;
+	}
+}
+
+/* Read at every start, so a sandbox shows the host as it is when the sandbox is made. */
+int host_scan_in_child(struct child_args *a)
+{
+	int r = etc_scan(a);
+
+	if (r < 0)
+		return r;
+	root_links_scan(a);
+	return 0;
+}
 
 static int bind_ro(const char *src, const char *dst, unsigned long extra)
 {

@@ -15,24 +15,22 @@
 #include "cleanup.h"
 #include "sandbox_internal.h"
 
-int privs_prepare_from_parent(struct child_args *a)
+int privs_cap_last(void)
 {
 	char buf[16] = "";
 	_cleanup_close_ int fd = open("/proc/sys/kernel/cap_last_cap", O_RDONLY | O_CLOEXEC);
 	ssize_t n;
+	int last;
 
 	/* Without the file (very old kernels) the child drops until the kernel says EINVAL. */
-	a->cap_last = 63;
 	if (fd < 0)
-		return 0;
+		return 63;
 	n = read(fd, buf, sizeof(buf) - 1);
-	if (n > 0) {
-		buf[n] = '\0';
-		a->cap_last = atoi(buf);
-	}
-	if (a->cap_last < 0 || a->cap_last > 63)
-		a->cap_last = 63;
-	return 0;
+	if (n <= 0)
+		return 63;
+	buf[n] = '\0';
+	last = atoi(buf);
+	return last < 0 || last > 63 ? 63 : last;
 }
 
 /* Everything below runs in the child between clone and exec: no allocation, no stdio. */
@@ -76,7 +74,7 @@ int rlimits_in_child(struct child_args *a)
 
 int caps_bounding_in_child(struct child_args *a)
 {
-	for (int cap = 0; cap <= a->cap_last; cap++) {
+	for (int cap = 0; cap <= a->env->cap_last; cap++) {
 		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0) {
 			/* Past the kernel's last capability when cap_last_cap was unreadable. */
 			if (errno == EINVAL && cap > CAP_LAST_CAP)

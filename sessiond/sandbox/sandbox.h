@@ -8,6 +8,9 @@
 
 #include "config.h"
 
+/* The longest sandbox id: it names a cgroup and a workspace directory. */
+#define SANDBOX_ID_MAX 128
+
 /* Resource limits applied to one sandbox. */
 typedef struct SandboxLimits {
 	int64_t memory_bytes;	 /* memory.max; swap is always 0 */
@@ -77,8 +80,9 @@ int sandbox_spawn(SandboxEnv *env, const char *id, uid_t uid, gid_t gid,
 
 /*
  * The same in two halves, so a daemon need not wait while the child sets itself up:
- * start returns once the child runs (in its namespaces, lo up); its sync_fd turns
- * readable when the child has become init or failed. finish then takes the result
+ * start returns once the child is cloned (it makes its cgroup and namespaces itself,
+ * off the caller's thread); its sync_fd turns readable when the child has become init
+ * or failed. finish then takes the result
  * (wait: block until then, at most the spawn timeout; else -EAGAIN while not ready,
  * p untouched). A failed finish, like abort, leaves nothing behind.
  */
@@ -87,7 +91,7 @@ typedef struct SandboxPending {
 	int pidfd;   /* its pidfd */
 	int ctl_fd;  /* the daemon's end of the control socket */
 	int sync_fd; /* readable when the child has exec'd paddock-init or failed */
-	char id[129];
+	char id[SANDBOX_ID_MAX + 1];
 } SandboxPending;
 
 int sandbox_spawn_start(SandboxEnv *env, const char *id, uid_t uid, gid_t gid,

@@ -48,6 +48,7 @@ struct SandboxEnv {
 	uint32_t egress_next;		    /* link number to try first, rotating */
 	char egress_prefix[9];		    /* host-side veth names: prefix + link number */
 	int egress_netns_fd;		    /* netns of the host side; -1: ours */
+	int cap_last;			    /* highest capability the kernel knows */
 	struct sock_filter *seccomp_filter; /* owned BPF program, built once */
 	struct sock_fprog seccomp_prog;	    /* points at seccomp_filter, for the child */
 };
@@ -60,14 +61,16 @@ enum sandbox_step {
 	STEP_NONE = 0,
 	/* parent side */
 	STEP_PREPARE,
-	STEP_CGROUP_CREATE,
 	STEP_SOCKETS,
 	STEP_CLONE,
 	STEP_NETNS,
 	STEP_RELEASE_CHILD,
 	STEP_CHILD_DIED,
 	/* child side */
+	STEP_CGROUP_CREATE,
 	STEP_CGROUP_ATTACH,
+	STEP_UNSHARE,
+	STEP_HOST_SCAN,
 	STEP_NETNS_CHILD,
 	STEP_WAIT_PARENT,
 	STEP_CGROUP_NS,
@@ -117,22 +120,21 @@ struct root_link {
 };
 
 /*
- * Everything the child needs, prepared by the parent before clone so that the
- * child allocates nothing. The child gets its own copy with the address space.
+ * Everything the child needs. The parent fills in what is cheap to know; the child,
+ * off the daemon's loop, adds what costs system calls (its cgroup, the host's /etc
+ * and root links). The child gets its own copy with the address space.
  */
 struct child_args {
 	const SandboxEnv *env;
-	int sync_fd;	   /* child's end of the sync socket */
-	int ctl_child_fd;  /* becomes fd 3 */
+	char id[SANDBOX_ID_MAX + 1]; /* names the session's cgroup */
+	int sync_fd;		     /* child's end of the sync socket */
+	int ctl_child_fd;	     /* becomes fd 3 */
 	int ctl_parent_fd; /* becomes fd 4: sessiond's end, kept by init for re-adoption */
 	int init_fd;	   /* paddock-init, O_PATH */
-	int cg_procs[CGROUP_HIER_MAX]; /* the session cgroup's cgroup.procs, one per hierarchy */
-	size_t n_cg_procs;
 	bool net_in_child; /* the child unshares its netns itself (no egress link to make) */
 	uid_t uid;
 	gid_t gid;
 	SandboxLimits limits;
-	int cap_last;			       /* highest capability number the kernel knows */
 	const struct sock_fprog *seccomp_prog; /* the env's filter, installed last */
 	char workspace[PATH_MAX];	       /* host path of the session's workspace */
 	char tmp_opts[64];		       /* mount options of /tmp */
@@ -160,12 +162,10 @@ void sandbox_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)
  * default cgroup parent includes it, so two daemons never see each other's sessions. */
 int cgroup_env_setup(SandboxEnv *env, const char *cgroup_root, const char *instance);
 void cgroup_env_clear(SandboxEnv *env);
-int cgroup_create_from_parent(const SandboxEnv *env, const char *id, const SandboxLimits *limits);
-int cgroup_ns_in_child(struct child_args *a);
-/* Open the session cgroup's cgroup.procs files for the child to join (a->cg_procs). */
-int cgroup_prepare_from_parent(const SandboxEnv *env, const char *id, struct child_args *a);
-void cgroup_prepared_close(struct child_args *a);
+/* The session's cgroup, made by the child with its limits before it joins. */
+int cgroup_create_in_child(struct child_args *a);
 int cgroup_attach_in_child(struct child_args *a);
+int cgroup_ns_in_child(struct child_args *a);
 int cgroup_list_ids(const SandboxEnv *env, char ***ids, size_t *n, size_t *cap);
 
 /* How cgroup_kill_dir() stops a cgroup's tasks from forking while it kills them. */
@@ -185,6 +185,8 @@ int netns_in_child(struct child_args *a);
 
 /* mount.c */
 int mount_prepare_from_parent(const SandboxEnv *env, const char *id, struct child_args *a);
+/* The host's /etc entries and root links the sandbox will show (a->etc, a->links). */
+int host_scan_in_child(struct child_args *a);
 int mount_private_in_child(struct child_args *a);
 int mount_root_in_child(struct child_args *a);
 int mount_usr_in_child(struct child_args *a);
@@ -200,7 +202,8 @@ int mount_root_readonly_in_child(struct child_args *a);
 int mount_chdir_in_child(struct child_args *a);
 
 /* privs.c */
-int privs_prepare_from_parent(struct child_args *a);
+/* The kernel's highest capability number, read once per environment. */
+int privs_cap_last(void);
 int hostname_in_child(struct child_args *a);
 int rlimits_in_child(struct child_args *a);
 int caps_bounding_in_child(struct child_args *a);

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <signal.h>
 #include <string.h>
@@ -26,6 +27,17 @@
 #define SPAWN_TIMEOUT_MS 10000
 
 /* Everything below, up to sandbox_spawn(), runs in the child between clone and exec. */
+
+/*
+ * The namespaces clone3 could have made, made here instead: copying the mount table
+ * costs time in proportion to the host's mounts, and the child can spend it where the
+ * daemon's loop does not wait. Its pid namespace has to come from clone3.
+ */
+static int unshare_in_child(struct child_args *a)
+{
+	(void)a;
+	return unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS) < 0 ? -errno : 0;
+}
 
 static int wait_for_parent_in_child(struct child_args *a)
 {
@@ -100,7 +112,10 @@ struct child_step {
 
 /* The child's setup, in its fixed order. */
 static const struct child_step child_checklist[] = {
-	{ STEP_CGROUP_ATTACH, cgroup_attach_in_child },
+	{ STEP_CGROUP_CREATE, cgroup_create_in_child },
+	{ STEP_CGROUP_ATTACH, cgroup_attach_in_child }, /* what follows is charged to it */
+	{ STEP_UNSHARE, unshare_in_child },
+	{ STEP_HOST_SCAN, host_scan_in_child },
 	{ STEP_NETNS_CHILD, netns_in_child },
 	{ STEP_WAIT_PARENT, wait_for_parent_in_child },
 	{ STEP_CGROUP_NS, cgroup_ns_in_child },
@@ -231,26 +246,17 @@ int sandbox_spawn_start(SandboxEnv *env, const char *id, uid_t uid, gid_t gid,
 	}
 
 	a.env = env;
+	snprintf(a.id, sizeof(a.id), "%s", id);
 	a.uid = uid;
 	a.gid = gid;
 	a.limits = *limits;
 	a.init_fd = env->init_fd;
 	a.seccomp_prog = &env->seccomp_prog;
 	r = mount_prepare_from_parent(env, id, &a);
-	if (r >= 0)
-		r = privs_prepare_from_parent(&a);
 	if (r < 0) {
 		sandbox_set_error("%s: %s", sandbox_step_name(step), strerror(-r));
 		return r;
 	}
-
-	step = STEP_CGROUP_CREATE;
-	r = cgroup_create_from_parent(env, id, limits);
-	if (r < 0)
-		return r; /* it said why */
-	r = cgroup_prepare_from_parent(env, id, &a);
-	if (r < 0)
-		goto undo;
 
 	step = STEP_SOCKETS;
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
@@ -271,8 +277,7 @@ int sandbox_spawn_start(SandboxEnv *env, const char *id, uid_t uid, gid_t gid,
 
 	step = STEP_CLONE;
 	a.net_in_child = !env->egress;
-	ca.flags = CLONE_PIDFD | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS |
-		   (a.net_in_child ? 0 : CLONE_NEWNET);
+	ca.flags = CLONE_PIDFD | CLONE_NEWPID | (a.net_in_child ? 0 : CLONE_NEWNET);
 	ca.pidfd = (uint64_t)(uintptr_t)&pidfd;
 	ca.exit_signal = SIGCHLD;
 	pid = syscall(SYS_clone3, &ca, sizeof(ca));
@@ -283,11 +288,10 @@ int sandbox_spawn_start(SandboxEnv *env, const char *id, uid_t uid, gid_t gid,
 	if (pid == 0)
 		child_main(&a, sync_parent);
 
-	cgroup_prepared_close(&a);
 	ctl_child = safe_close(ctl_child);
 	sync_child = safe_close(sync_child);
 
-	/* Meanwhile the child joins its cgroup (and, without egress, makes its netns). */
+	/* Meanwhile the child makes its cgroup and namespaces (its netns too without egress). */
 	step = STEP_NETNS;
 	r = a.net_in_child ? 0 : netns_setup_from_parent(env, pidfd, pid);
 	if (r < 0)
@@ -306,7 +310,6 @@ int sandbox_spawn_start(SandboxEnv *env, const char *id, uid_t uid, gid_t gid,
 	return 0;
 
 undo:
-	cgroup_prepared_close(&a);
 	spawn_undo(env, id, pidfd, step, r);
 	return r;
 }
