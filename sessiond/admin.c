@@ -56,6 +56,9 @@ void op_stats(Manager *m, Conn *c)
 			       json_object_new_int64(cfg->pool_size + cfg->code_prewarm));
 	json_object_object_add(o, "pool_building",
 			       json_object_new_int64((int64_t)pool_building_total(m)));
+	json_object_object_add(o, "pool_warming", json_object_new_int64((int64_t)pool_warming(m)));
+	json_object_object_add(o, "pool_warm_max",
+			       json_object_new_int64((int64_t)m->pool_warm_max));
 	json_object_object_add(o, "pool_built", json_object_new_int64((int64_t)m->pool_built));
 	json_object_object_add(o, "pool_taken", json_object_new_int64((int64_t)m->pool_taken));
 	json_object_object_add(lim, "memory_bytes", json_object_new_int64(cfg->memory_max_bytes));

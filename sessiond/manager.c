@@ -914,8 +914,10 @@ int manager_new(const PaddockConfig *cfg, Loop *loop, Manager **ret)
 		log_err("cannot prepare sandboxes: %s (%s)", strerror(-r), sandbox_last_error());
 		goto fail;
 	}
-	log_info("cgroup %s; sessions up to %lld", sandbox_env_cgroup_version(m->env),
-		 (long long)cfg->max_sessions);
+	m->pool_warm_max = pool_warm_max(cfg);
+	log_info("cgroup %s; sessions up to %lld; %zu pool sandboxes warming at once",
+		 sandbox_env_cgroup_version(m->env), (long long)cfg->max_sessions,
+		 m->pool_warm_max);
 	adopt_or_clean(m);
 	r = loop_add_timer(loop, (uint64_t)cfg->reclaim_interval_ms, on_reclaim, m, &m->reclaim);
 	if (r < 0)

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Warm pools: sandboxes built ahead, with Python started, so a new session is a hand-over. */
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,10 +14,22 @@
 enum { POOL_NATIVE, POOL_KERNEL };
 
 #define POOL_PACE_MS 20	    /* no build this soon after a hand-over */
-#define POOL_BUILDS_MAX 2   /* sandboxes whose children set up at once */
 #define POOL_BUILD_MS 10000 /* a child not init by then is given up */
 
 static void on_pool_timer(Loop *l, void *data);
+
+size_t pool_warm_max(const PaddockConfig *cfg)
+{
+	cpu_set_t cpus;
+
+	if (cfg->pool_warm_max > 0)
+		return (size_t)cfg->pool_warm_max;
+	/* A warming sandbox keeps a core busy for tens of milliseconds: with one more than the
+	 * CPUs the daemon may use, a refill keeps them busy without queueing behind itself. */
+	if (sched_getaffinity(0, sizeof(cpus), &cpus) < 0)
+		return 2;
+	return (size_t)CPU_COUNT(&cpus) + 1;
+}
 
 static size_t pool_target(const Manager *m, int which)
 {
@@ -36,6 +49,19 @@ static bool pool_short(const Manager *m, int which)
 size_t pool_building_total(const Manager *m)
 {
 	return m->pool_building[POOL_NATIVE] + m->pool_building[POOL_KERNEL];
+}
+
+/* Each takes most of a core while it warms up. */
+size_t pool_warming(const Manager *m)
+{
+	size_t n = pool_building_total(m);
+
+	for (int which = POOL_NATIVE; which <= POOL_KERNEL; which++)
+		for (const Session *s = m->pool[which]; s; s = s->next)
+			for (int k = 0; k < INTERP_KIND_COUNT; k++)
+				n += s->interps[k].state == INTERP_STARTING ||
+				     (s->interps[k].state == INTERP_READY && s->interps[k].probing);
+	return n;
 }
 
 /* A build could not start or finish: try again later rather than spin on a host that
@@ -221,8 +247,9 @@ static void on_pool_timer(Loop *l, void *data)
 	for (int which = POOL_NATIVE; which <= POOL_KERNEL; which++) {
 		if (!pool_short(m, which))
 			continue;
-		if (pool_building_total(m) >= POOL_BUILDS_MAX)
-			return; /* a finished build schedules the next */
+		/* The cores left over serve requests while the pool refills. */
+		if (pool_warming(m) >= m->pool_warm_max)
+			return; /* a sandbox that settles schedules the next */
 		/* Warm sandboxes count against the host's capacity like live ones. */
 		if ((int64_t)(m->n_sessions + m->pool_n[POOL_NATIVE] + m->pool_n[POOL_KERNEL] +
 			      pool_building_total(m)) >= m->cfg->max_sessions)
@@ -235,6 +262,12 @@ static void on_pool_timer(Loop *l, void *data)
 		pool_schedule(m);
 		return;
 	}
+}
+
+void pool_interp_settled(Session *s)
+{
+	if (s->pooled)
+		pool_schedule(s->m);
 }
 
 void pool_schedule(Manager *m)

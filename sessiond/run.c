@@ -649,6 +649,7 @@ static void probe_done(Interp *ip)
 
 	ip->probing = false;
 	ip->expect_id = 0;
+	pool_interp_settled(ip->s);
 	if (run && run->kind == ip->kind && run->phase == RUN_STARTING && !ip->s->adopting)
 		run_send(run);
 }
@@ -844,6 +845,7 @@ void interp_exited(Session *s, enum interp_kind kind, pid_t pid, int status)
 	}
 	/* Not the running interpreter, or killed on purpose: its output stays buffered. */
 	interp_close(ip);
+	pool_interp_settled(s);
 }
 
 static void on_killed(Session *s)
@@ -863,8 +865,10 @@ static void on_init_error(Session *s, const struct init_msg *msg)
 	Run *run = s->run;
 
 	log_warn("SESSION_ID=%s init: step %u failed: %s", s->id, msg->step, strerror(msg->status));
-	if (msg->tag < INTERP_KIND_COUNT && s->interps[msg->tag].state == INTERP_STARTING)
+	if (msg->tag < INTERP_KIND_COUNT && s->interps[msg->tag].state == INTERP_STARTING) {
 		s->interps[msg->tag].state = INTERP_DEAD;
+		pool_interp_settled(s);
+	}
 	/* init could not kill everything in time: the run ends anyway, the leftovers are
 	 * in the session's cgroup and die with it at the latest. */
 	if (run && (run->phase == RUN_REAPING || run->phase == RUN_KILLING)) {

@@ -154,6 +154,7 @@ struct Manager {
 	LoopSource *pool_timer;	       /* the next refill step */
 	struct PoolBuild *pool_builds; /* sandboxes being built, their children setting up */
 	size_t pool_building[2];
+	size_t pool_warm_max; /* sandboxes warming up at once, at most */
 	uint64_t pool_built, pool_taken;
 	uint64_t pool_last_take_ms; /* monotonic time of the last hand-over */
 	size_t n_sessions;
@@ -188,6 +189,13 @@ void journal_note(Session *s, const char *tool, double started_at, int64_t durat
 
 /* pool.c */
 void pool_schedule(Manager *m);
+/* How many pool sandboxes may warm up at once: pool_warm_max, or the CPUs + 1. */
+size_t pool_warm_max(const PaddockConfig *cfg);
+/* Pool sandboxes warming up: children setting up, and interpreters that have not
+ * answered their first request yet. */
+size_t pool_warming(const Manager *m);
+/* A pooled interpreter answered its first request, or died: the next build may start. */
+void pool_interp_settled(Session *s);
 Session *pool_take(Manager *m, bool kernel);
 void pool_unlink(Session *s);
 void pool_free_all(Manager *m);

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """CreateSession, DestroySession, the session cap, reclaim, authentication and tenancy."""
 
+import os
 import re
 import time
 
@@ -118,6 +119,36 @@ def test_destroy_kills_the_session_processes(client, stack):
 
 
 # --- the session cap: a stack with max_sessions = 2 -------------------------------
+
+def test_pool_warms_at_most_pool_warm_max_at_once(stacks, stack):
+    # The default: one more than the CPUs sessiond may run on (it inherits ours).
+    assert stack.daemon_call({"op": "stats"})["pool_warm_max"] == len(os.sched_getaffinity(0)) + 1
+    st = stacks.get("pool-paced", {"PADDOCK_POOL_SIZE": "6", "PADDOCK_POOL_WARM_MAX": "1"})
+    c = ps.Client(st)
+
+    def stats():
+        return st.daemon_call({"op": "stats"})
+
+    deadline = time.monotonic() + 60
+    while stats()["pool_started"] < 6:
+        assert time.monotonic() < deadline, stats()
+        time.sleep(0.05)
+    assert stats()["pool_warm_max"] == 1
+    taken = [c.new_session() for _ in range(6)]
+    seen = []
+    while True:
+        s = stats()
+        seen.append(s["pool_warming"])
+        if s["pool_started"] == 6:
+            break
+        assert time.monotonic() < deadline + 60, s
+    # The refill went on one sandbox at a time, and was seen doing so.
+    assert max(seen) == 1, seen
+    assert seen.count(1) >= 6, seen
+    for sid in taken + [c.new_session()]:
+        assert c.run(sid, "print(6 * 7)").stdout == "42\n"
+        assert c.destroy(sid).status_code == 204
+
 
 def test_session_cap_answers_503_with_retry_after(stacks):
     st = stacks.get("cap", {"PADDOCK_MAX_SESSIONS": "2", "PADDOCK_RETRY_AFTER_SECONDS": "7"})
