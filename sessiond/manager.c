@@ -17,6 +17,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <linux/sched.h>
+
 #include "cleanup.h"
 #include "log.h"
 #include "session.h"
@@ -181,38 +183,67 @@ void zombie_free(Zombie *z)
 	free(z);
 }
 
-/* init is gone: remove the cgroup (retrying while tasks drain), then the workspace. */
-static void zombie_reap_step(Loop *l, void *data)
+/*
+ * The cleanup proper, in a child: removing cgroups and unmounting wait on kernel locks
+ * that every sandbox build and teardown takes, and the loop should not wait with them.
+ * The child shares the daemon's fd table (CLONE_FILES) and opens nothing, so it holds no
+ * copy of a socket whose peer waits to see the daemon close it.
+ */
+static _Noreturn void zombie_cleanup_in_child(const Zombie *z)
 {
-	Zombie *z = data;
-	int r;
+	int r = sandbox_cgroup_remove_wait(z->m->env, z->id, ZOMBIE_MAX_TRIES, ZOMBIE_RETRY_MS);
 
-	z->src = NULL;
-	r = sandbox_cgroup_remove(z->m->env, z->id);
-	if (r == -EBUSY && ++z->tries < ZOMBIE_MAX_TRIES) {
-		if (loop_add_timer(l, ZOMBIE_RETRY_MS, zombie_reap_step, z, &z->src) == 0)
-			return;
-	}
 	if (r < 0)
 		log_warn("SESSION_ID=%s cgroup not removed: %s (cleaned at next start)", z->id,
 			 strerror(-r));
 	r = workspace_destroy(z->m->env, z->id);
 	if (r < 0)
 		log_warn("SESSION_ID=%s workspace not removed: %s", z->id, strerror(-r));
+	_exit(r < 0);
+}
+
+static void on_cleanup_done(Loop *l, int fd, uint32_t events, void *data)
+{
+	Zombie *z = data;
+
+	(void)l;
+	(void)fd;
+	(void)events;
 	log_debug("SESSION_ID=%s sandbox gone", z->id);
+	zombie_free(z); /* the uid is free again once nothing is left that ran as it */
+}
+
+/* init is gone: a child removes the cgroup (retrying while tasks drain), then the
+ * workspace; the zombie lasts until that child exits. */
+static void zombie_reap(Loop *l, Zombie *z)
+{
+	struct clone_args ca = { .flags = CLONE_FILES | CLONE_PIDFD,
+				 .pidfd = (uint64_t)(uintptr_t)&z->pidfd,
+				 .exit_signal = SIGCHLD };
+	pid_t pid;
+
+	z->src = loop_remove(l, z->src);
+	z->pidfd = safe_close(z->pidfd);
+	pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
+	if (pid == 0)
+		zombie_cleanup_in_child(z);
+	if (pid > 0 && loop_add_fd(l, z->pidfd, EPOLLIN, on_cleanup_done, z, &z->src) == 0)
+		return;
+	if (pid < 0) {
+		/* No child: one attempt here; what is left is cleaned at the next start. */
+		log_warn("SESSION_ID=%s cleanup child: %s", z->id, strerror(errno));
+		sandbox_cgroup_remove(z->m->env, z->id);
+		workspace_destroy(z->m->env, z->id);
+	}
+	/* With no watch on it, the child finishes on its own. */
 	zombie_free(z);
 }
 
 void on_zombie_exit(Loop *l, int fd, uint32_t events, void *data)
 {
-	Zombie *z = data;
-
 	(void)fd;
 	(void)events;
-	z->src = loop_remove(l, z->src);
-	close(z->pidfd);
-	z->pidfd = -1;
-	zombie_reap_step(l, z);
+	zombie_reap(l, data);
 }
 
 static void session_unlink(Session *s)
@@ -301,7 +332,7 @@ void session_destroy(Session *s, const char *why)
 		m->zombies = z;
 		if (z->pidfd < 0 ||
 		    loop_add_fd(m->loop, z->pidfd, EPOLLIN, on_zombie_exit, z, &z->src) < 0)
-			zombie_reap_step(m->loop, z);
+			zombie_reap(m->loop, z);
 	} else {
 		/* Out of memory: leave the remains to the cleanup at next start. */
 		if (s->sb.pidfd >= 0)

@@ -137,9 +137,8 @@ typedef struct Zombie {
 	Manager *m;
 	char id[SESSION_ID_MAX + 1]; /* the resource id (cgroup, workspace) */
 	uid_t uid;
-	int pidfd;
-	LoopSource *src; /* pidfd watch, then the retry timer */
-	unsigned tries;	 /* cgroup removal attempts */
+	int pidfd;	 /* init's, then the cleanup child's */
+	LoopSource *src; /* the watch on pidfd */
 	struct Zombie *prev, *next;
 } Zombie;
 
