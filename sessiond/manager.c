@@ -389,8 +389,8 @@ static void session_build_undo(Manager *m, Session *s)
 	uid_release(m, s->uid);
 }
 
-/* Give s (id and rid set) a uid, a workspace and a sandbox whose child is setting itself
- * up (p); session_build_finish() completes it. On failure s holds nothing new. */
+/* Give s (id and rid set) a uid and a sandbox whose child is setting itself up, workspace
+ * included (p); session_build_finish() completes it. On failure s holds nothing new. */
 int session_build_start(Manager *m, Session *s, SandboxPending *p)
 {
 	SandboxLimits lim = {
@@ -406,15 +406,9 @@ int session_build_start(Manager *m, Session *s, SandboxPending *p)
 	r = uid_take(m, &s->uid);
 	if (r < 0)
 		return r;
-	r = workspace_create(m->env, s->rid, s->uid, s->uid, lim.workspace_bytes);
-	if (r < 0) {
-		uid_release(m, s->uid);
-		return r;
-	}
-	s->ws_fd = workspace_open(m->env, s->rid);
-	r = s->ws_fd < 0 ? s->ws_fd : sandbox_spawn_start(m->env, s->rid, s->uid, s->uid, &lim, p);
+	r = sandbox_spawn_start(m->env, s->rid, s->uid, s->uid, &lim, p);
 	if (r < 0)
-		session_build_undo(m, s);
+		uid_release(m, s->uid);
 	return r;
 }
 
@@ -427,8 +421,12 @@ int session_build_finish(Manager *m, Session *s, SandboxPending *p, bool wait)
 	if (r == -EAGAIN)
 		return r;
 	if (r == 0) {
-		r = loop_add_fd(m->loop, s->sb.ctl_fd, EPOLLIN, session_on_init_event, s,
-				&s->ctl_src);
+		/* The child made the workspace; file calls go through this fd. */
+		s->ws_fd = workspace_open(m->env, s->rid);
+		r = s->ws_fd;
+		if (r >= 0)
+			r = loop_add_fd(m->loop, s->sb.ctl_fd, EPOLLIN, session_on_init_event, s,
+					&s->ctl_src);
 		if (r < 0) {
 			sandbox_kill(&s->sb);
 			s->sb = (Sandbox){ .pidfd = -1, .ctl_fd = -1 };

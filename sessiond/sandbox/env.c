@@ -36,6 +36,7 @@ static const char *const step_names[STEP_MAX] = {
 	[STEP_CLONE] = "clone3",
 	[STEP_CGROUP_CREATE] = "cgroup create",
 	[STEP_CGROUP_ATTACH] = "cgroup attach",
+	[STEP_WORKSPACE] = "create the workspace",
 	[STEP_UNSHARE] = "unshare mount, ipc and uts namespaces",
 	[STEP_HOST_SCAN] = "read the host's /etc and root links",
 	[STEP_NETNS] = "network (lo, egress link)",

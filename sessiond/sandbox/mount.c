@@ -70,6 +70,8 @@ int mount_prepare_from_parent(const SandboxEnv *env, const char *id, struct chil
 	r = workspace_path(env, id, a->workspace, sizeof(a->workspace));
 	if (r < 0)
 		return r;
+	snprintf(a->ws_opts, sizeof(a->ws_opts), "size=%lld,mode=0700,uid=%u,gid=%u",
+		 (long long)a->limits.workspace_bytes, (unsigned)a->uid, (unsigned)a->gid);
 	snprintf(a->tmp_opts, sizeof(a->tmp_opts), "size=%lld,mode=1777",
 		 (long long)a->limits.tmp_bytes);
 	snprintf(a->passwd, sizeof(a->passwd),

@@ -57,8 +57,11 @@ const char *sandbox_env_cgroup_version(const SandboxEnv *env);
 int sandbox_cgroup_favor_dynmods(void);
 int cgroup2_favor_dynmods_options(const char *superopts, char *out, size_t len);
 
-/* Workspace: a size-capped tmpfs at <state_dir>/workspaces/<id>, root dir owned by uid. */
-int workspace_create(const SandboxEnv *env, const char *id, uid_t uid, gid_t gid, int64_t bytes);
+/*
+ * Workspace: a size-capped tmpfs at <state_dir>/workspaces/<id>, root dir owned by the
+ * session's uid, made by sandbox_spawn().
+ */
+
 /* Detach the mount and remove the directory; 0 if it was already gone. */
 int workspace_destroy(const SandboxEnv *env, const char *id);
 /* An O_PATH|O_DIRECTORY fd of the workspace root, for openat2() confinement. */
@@ -73,7 +76,8 @@ int workspace_path(const SandboxEnv *env, const char *id, char *buf, size_t len)
  * minimal /dev, /tmp, the workspace at /workspace and lib_dir at /opt/paddock,
  * all read-only but /tmp and /workspace; rlimits, no capabilities,
  * no_new_privs; then exec paddock-init as pid 1 with the control socket on
- * fd 3. The workspace must exist. On failure nothing is left behind.
+ * fd 3. The workspace is made too, in the caller's mount namespace, and must not
+ * exist yet. On failure nothing is left behind.
  */
 int sandbox_spawn(SandboxEnv *env, const char *id, uid_t uid, gid_t gid,
 		  const SandboxLimits *limits, Sandbox *ret);

@@ -69,6 +69,7 @@ enum sandbox_step {
 	/* child side */
 	STEP_CGROUP_CREATE,
 	STEP_CGROUP_ATTACH,
+	STEP_WORKSPACE,
 	STEP_UNSHARE,
 	STEP_HOST_SCAN,
 	STEP_NETNS_CHILD,
@@ -137,6 +138,7 @@ struct child_args {
 	SandboxLimits limits;
 	const struct sock_fprog *seccomp_prog; /* the env's filter, installed last */
 	char workspace[PATH_MAX];	       /* host path of the session's workspace */
+	char ws_opts[128];		       /* mount options of the workspace tmpfs */
 	char tmp_opts[64];		       /* mount options of /tmp */
 	char passwd[FILE_BUF_MAX];	       /* generated /etc/passwd */
 	char group[FILE_BUF_MAX];	       /* generated /etc/group */
@@ -219,6 +221,7 @@ void seccomp_env_clear(SandboxEnv *env);
 int seccomp_in_child(struct child_args *a);
 
 /* workspace.c */
+int workspace_create_in_child(struct child_args *a);
 int workspace_list_ids(const SandboxEnv *env, char ***ids, size_t *n, size_t *cap);
 
 /* Append a copy of id to a growing array unless it is already there. */

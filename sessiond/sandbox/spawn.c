@@ -114,6 +114,7 @@ struct child_step {
 static const struct child_step child_checklist[] = {
 	{ STEP_CGROUP_CREATE, cgroup_create_in_child },
 	{ STEP_CGROUP_ATTACH, cgroup_attach_in_child }, /* what follows is charged to it */
+	{ STEP_WORKSPACE, workspace_create_in_child },	/* still in the daemon's mount ns */
 	{ STEP_UNSHARE, unshare_in_child },
 	{ STEP_HOST_SCAN, host_scan_in_child },
 	{ STEP_NETNS_CHILD, netns_in_child },
@@ -213,7 +214,17 @@ static int wait_for_child_from_parent(int sync_fd, int pidfd, int timeout_ms, un
 	return 0;
 }
 
-/* Kill the child, wait for it, remove its cgroup; step and r say why (for the error). */
+/* Whether the child may have made the workspace when it stopped at step: not when the
+ * workspace step itself failed (the child removed its own half, and an existing
+ * directory is not ours), nor before it. */
+static bool workspace_maybe_made(unsigned step)
+{
+	return step > STEP_WORKSPACE || step == STEP_NETNS || step == STEP_RELEASE_CHILD ||
+	       step == STEP_CHILD_DIED;
+}
+
+/* Kill the child, wait for it, remove its cgroup and workspace; step and r say why (for
+ * the error). */
 static void spawn_undo(SandboxEnv *env, const char *id, int pidfd, unsigned step, int r)
 {
 	if (pidfd >= 0) {
@@ -225,6 +236,8 @@ static void spawn_undo(SandboxEnv *env, const char *id, int pidfd, unsigned step
 	}
 	/* Reaped, the child has left the cgroup; the kernel may still need a moment. */
 	sandbox_cgroup_remove_wait(env, id, 100, 1);
+	if (workspace_maybe_made(step))
+		workspace_destroy(env, id);
 	sandbox_set_error("%s: %s", sandbox_step_name(step), strerror(-r));
 }
 

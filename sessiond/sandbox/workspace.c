@@ -21,33 +21,21 @@ int workspace_path(const SandboxEnv *env, const char *id, char *buf, size_t len)
 	return 0;
 }
 
-int workspace_create(const SandboxEnv *env, const char *id, uid_t uid, gid_t gid, int64_t bytes)
+/* In the child, before it leaves the daemon's mount namespace: the mount is made there,
+ * where the daemon (and a restarted one) finds it. */
+int workspace_create_in_child(struct child_args *a)
 {
-	char path[PATH_MAX], opts[128];
 	int r;
 
-	r = workspace_path(env, id, path, sizeof(path));
-	if (r < 0)
-		return r;
-	if (bytes <= 0)
-		return -EINVAL;
 	/* The parents are created 0700 by sandbox_env_new(); an existing id is a caller bug. */
-	if (mkdir(path, 0700) < 0) {
+	if (mkdir(a->workspace, 0700) < 0)
+		return -errno;
+	if (mount("tmpfs", a->workspace, "tmpfs", MS_NOSUID | MS_NODEV, a->ws_opts) < 0) {
 		r = -errno;
-		sandbox_set_error("mkdir %s: %s", path, strerror(errno));
+		rmdir(a->workspace);
 		return r;
-	}
-	snprintf(opts, sizeof(opts), "size=%lld,mode=0700,uid=%u,gid=%u", (long long)bytes,
-		 (unsigned)uid, (unsigned)gid);
-	if (mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0) {
-		r = -errno;
-		sandbox_set_error("mounting tmpfs on %s: %s", path, strerror(errno));
-		goto undo_mkdir;
 	}
 	return 0;
-undo_mkdir:
-	rmdir(path);
-	return r;
 }
 
 int workspace_destroy(const SandboxEnv *env, const char *id)

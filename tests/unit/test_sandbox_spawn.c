@@ -333,7 +333,7 @@ static void timing(SandboxEnv *env, const SandboxLimits *lim, uid_t uid)
 		Sandbox sb;
 		struct init_msg m = { .op = INIT_PING, .seq = 1000 + i };
 		double t0 = tu_now_ms();
-		int r = sandbox_spawn(env, ID, uid, uid, lim, &sb);
+		int r = sandbox_spawn(env, "timing", uid, uid, lim, &sb);
 
 		if (r < 0)
 			tu_die("sandbox_spawn (timing)", r);
@@ -344,8 +344,10 @@ static void timing(SandboxEnv *env, const SandboxLimits *lim, uid_t uid)
 		pong[i] = tu_now_ms() - t0;
 		CHECK(r >= 0, "PONG in timing run %d", i);
 		kill_and_reap(&sb);
-		CHECK(sandbox_cgroup_remove_wait(env, ID, 1000, 1) == 0,
+		CHECK(sandbox_cgroup_remove_wait(env, "timing", 1000, 1) == 0,
 		      "cgroup remove in timing run %d", i);
+		CHECK(workspace_destroy(env, "timing") == 0, "workspace destroy in timing run %d",
+		      i);
 	}
 	qsort(spawn, SPAWN_RUNS, sizeof(double), cmp_double);
 	qsort(pong, SPAWN_RUNS, sizeof(double), cmp_double);
@@ -435,20 +437,26 @@ int main(void)
 		.nofile = cfg.nofile_max,
 	};
 
-	CHECK(workspace_create(env, "../x", uid, uid, 1 << 20) == -EINVAL, "bad id refused");
 	CHECK(sandbox_spawn(env, "a/b", uid, uid, &lim, &sb) == -EINVAL, "bad id refused");
-	/* A failed spawn (no workspace to bind) says where and leaves no cgroup. */
-	r = sandbox_spawn(env, "nows", uid, uid, &lim, &sb);
-	CHECK(r == -ENOENT && strstr(sandbox_last_error(), "/workspace"),
-	      "spawn without workspace: %d %s", r, sandbox_last_error());
+	/* A failed spawn (the id's workspace is there already) says where, leaves no cgroup
+	 * and leaves alone the directory it did not make. */
+	snprintf(wsdir, sizeof(wsdir), "%s/workspaces/taken", state);
+	CHECK(mkdir(wsdir, 0700) == 0, "mkdir %s", wsdir);
+	r = sandbox_spawn(env, "taken", uid, uid, &lim, &sb);
+	CHECK(r == -EEXIST && strstr(sandbox_last_error(), "workspace"),
+	      "spawn onto an existing workspace: %d %s", r, sandbox_last_error());
 	r = sandbox_list_leftovers(env, &ids, &n_ids);
-	CHECK(r == 0 && n_ids == 0, "failed spawn left %zu ids", n_ids);
+	CHECK(r == 0 && n_ids == 1 && strcmp(ids[0], "taken") == 0,
+	      "failed spawn left %zu ids besides the directory", n_ids);
+	for (size_t i = 0; i < n_ids; i++)
+		free(ids[i]);
 	free(ids);
 	ids = NULL;
+	CHECK(rmdir(wsdir) == 0, "the directory is still a plain directory");
 
-	r = workspace_create(env, ID, uid, uid, lim.workspace_bytes);
+	r = sandbox_spawn(env, ID, uid, uid, &lim, &sb);
 	if (r < 0)
-		tu_die("workspace_create", r);
+		tu_die("sandbox_spawn", r);
 	r = workspace_open(env, ID);
 	CHECK(r >= 0, "workspace_open: %s", strerror(-r));
 	if (r >= 0) {
@@ -456,10 +464,6 @@ int main(void)
 		      "workspace root owned by the session, 0700");
 		close(r);
 	}
-
-	r = sandbox_spawn(env, ID, uid, uid, &lim, &sb);
-	if (r < 0)
-		tu_die("sandbox_spawn", r);
 	CHECK(sb.ctl_fd_in_init == 4, "ctl fd in init");
 
 	m = (struct init_msg){ .op = INIT_PING, .seq = 1 };

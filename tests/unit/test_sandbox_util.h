@@ -178,11 +178,8 @@ static inline void tu_destroy(struct tu *t, const char *id, Sandbox *sb)
 
 static inline void tu_spawn(struct tu *t, const char *id, Sandbox *sb)
 {
-	int r = workspace_create(t->env, id, t->uid, t->uid, t->lim.workspace_bytes);
+	int r = sandbox_spawn(t->env, id, t->uid, t->uid, &t->lim, sb);
 
-	if (r < 0)
-		tu_die("workspace_create", r);
-	r = sandbox_spawn(t->env, id, t->uid, t->uid, &t->lim, sb);
 	if (r < 0)
 		tu_die("sandbox_spawn", r);
 }
