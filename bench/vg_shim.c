@@ -19,7 +19,9 @@
  * Under valgrind 3.19 clone3, openat2 and pidfd_send_signal answer ENOSYS, and
  * setrlimit on the limits valgrind reserves answers EPERM. paddock-sessiond calls
  * the first three through syscall(3), so this library replaces syscall(3):
- *   clone3            -> clone with the same flags (fork-like; CLONE_PIDFD kept)
+ *   clone3            -> clone with the same flags (fork-like; CLONE_PIDFD kept) but
+ *                        CLONE_FILES, which valgrind refuses: the teardown child then
+ *                        gets a copy of the fd table instead of sharing it
  *   openat2           -> openat, with O_NOFOLLOW for RESOLVE_NO_SYMLINKS (weaker:
  *                        no RESOLVE_BENEATH; acceptable for a bench on its own files)
  *   pidfd_send_signal -> kill() of the pid in /proc/self/fdinfo
@@ -54,7 +56,8 @@ static long ret(long r)
 static long clone3_as_clone(const struct clone_args *ca)
 {
 	int pidfd = -1;
-	unsigned long flags = (unsigned long)(ca->flags & 0xffffffffu) | (ca->exit_signal & 0xff);
+	unsigned long flags = (unsigned long)(ca->flags & 0xffffffffu & ~(uint64_t)CLONE_FILES) |
+			      (ca->exit_signal & 0xff);
 	long r = raw6(SYS_clone, (long)flags, 0, (long)&pidfd, 0, 0, 0);
 
 	if (r > 0 && (ca->flags & CLONE_PIDFD))
