@@ -197,7 +197,13 @@ static int wait_for_child_from_parent(int sync_fd, int pidfd, int timeout_ms, un
 		return -errno;
 	if (r == 0)
 		return -EAGAIN;
-	n = recv(sync_fd, &f, sizeof(f), 0);
+	do
+		n = recv(sync_fd, &f, sizeof(f), 0);
+	while (n < 0 && errno == EINTR);
+	/* A child that died with our "g" unread resets the socket: that error is reported
+	 * once, and the child's message is still queued behind it. */
+	if (n < 0 && errno == ECONNRESET)
+		n = recv(sync_fd, &f, sizeof(f), MSG_DONTWAIT);
 	if (n < 0)
 		return -errno;
 	if (n == sizeof(f)) {
@@ -310,8 +316,15 @@ int sandbox_spawn_start(SandboxEnv *env, const char *id, uid_t uid, gid_t gid,
 	if (r < 0)
 		goto undo;
 	step = STEP_RELEASE_CHILD;
-	if (write(sync_parent, "g", 1) != 1) {
+	if (send(sync_parent, "g", 1, MSG_NOSIGNAL) != 1) {
 		r = -errno;
+		/* The child failed before it waited for us: it has said at which step. */
+		if (r == -EPIPE || r == -ECONNRESET) {
+			int w = wait_for_child_from_parent(sync_parent, pidfd, SPAWN_TIMEOUT_MS,
+							   &step);
+
+			r = w < 0 ? w : r;
+		}
 		goto undo;
 	}
 
