@@ -93,6 +93,7 @@ static const struct setting settings[] = {
 	I("lifetime_default", lifetime_default, "3600", 1, 31 * 86400),
 	I("lifetime_max", lifetime_max, "86400", 1, 31 * 86400),
 	I("reclaim_interval_ms", reclaim_interval_ms, "1000", 10, 3600 * 1000),
+	I("wal_checkpoint_pages", wal_checkpoint_pages, "1000", 1, 1000000),
 	I("exec_timeout_default", exec_timeout_default, "30", 1, 86400),
 	I("exec_timeout_max", exec_timeout_max, "900", 1, 86400),
 	I("interrupt_grace_ms", interrupt_grace_ms, "2000", 0, 600000),

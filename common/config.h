@@ -55,6 +55,7 @@ typedef struct PaddockConfig {
 	int64_t lifetime_default;
 	int64_t lifetime_max;
 	int64_t reclaim_interval_ms;
+	int64_t wal_checkpoint_pages; /* WAL length that starts a checkpoint process */
 	int64_t exec_timeout_default; /* seconds */
 	int64_t exec_timeout_max;     /* seconds */
 	int64_t interrupt_grace_ms;   /* SIGINT, then this long, then kill */

@@ -19,6 +19,7 @@
 #include "loop.h"
 #include "manager.h"
 #include "server.h"
+#include "store.h"
 
 /* The daemon's top-level context: what main() wires together. */
 typedef struct Daemon {
@@ -93,6 +94,7 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "config", required_argument, NULL, 'c' },
 		{ "check-config", no_argument, NULL, 'C' },
+		{ "wal-checkpoint", required_argument, NULL, 'W' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -106,6 +108,8 @@ int main(int argc, char **argv)
 		switch (opt) {
 		case 'c': config_path = optarg; break;
 		case 'C': check = true; break;
+		/* Started by the daemon itself: copy the store's WAL into the database. */
+		case 'W': return store_checkpoint_file(optarg) < 0 ? 1 : 0;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}

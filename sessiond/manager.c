@@ -908,6 +908,7 @@ int manager_new(const PaddockConfig *cfg, Loop *loop, Manager **ret)
 		return -ENOMEM;
 	m->cfg = cfg;
 	m->lock_fd = -1;
+	m->ckpt_pidfd = -1;
 	m->loop = loop;
 	m->uids = calloc((size_t)cfg->uid_count, 1);
 	if (!m->uids || interp_argv_init(m) < 0) {
@@ -933,6 +934,12 @@ int manager_new(const PaddockConfig *cfg, Loop *loop, Manager **ret)
 		log_err("cannot open the store %s: %s", path, strerror(-r));
 		goto fail;
 	}
+	m->db_path = strdup(path);
+	if (!m->db_path) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	store_on_wal(m->store, checkpoint_on_wal, m);
 	r = journal_new(m);
 	if (r < 0)
 		goto fail;
@@ -983,7 +990,9 @@ Manager *manager_free(Manager *m)
 			free(m->argv[k][i]);
 	sandbox_env_free(m->env);
 	journal_free(m);
+	checkpoint_free(m);
 	store_close(m->store);
+	free(m->db_path);
 	free(m->uids);
 	if (m->lock_fd >= 0)
 		close(m->lock_fd);

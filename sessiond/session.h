@@ -168,6 +168,11 @@ struct Manager {
 	uint64_t kills_by_reason[4];	  /* released, idle, lifetime, other */
 	uint64_t sessions_created;
 	uint64_t request_seq; /* ids of requests sent to interpreters */
+	char *db_path;	      /* the store's file, for the checkpoint process */
+	int ckpt_pidfd;	      /* the checkpoint process running, or -1 */
+	LoopSource *ckpt_src;
+	uint64_t ckpt_retry_ms; /* no new checkpoint process before then (monotonic ms) */
+	uint64_t checkpoints;	/* checkpoint processes that ran */
 };
 
 /* manager.c */
@@ -178,6 +183,10 @@ void uid_release(Manager *m, uid_t uid);
 void zombie_free(Zombie *z);
 void zombies_drain(Manager *m);
 void on_zombie_exit(Loop *l, int fd, uint32_t events, void *data);
+
+/* checkpoint.c: a StoreWalFn (data is the Manager) and its teardown */
+void checkpoint_on_wal(void *data, int pages);
+void checkpoint_free(Manager *m);
 
 /* journal.c: the executions log and activity times, written in batches */
 int journal_new(Manager *m);

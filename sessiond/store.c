@@ -16,6 +16,8 @@ struct Store {
 	sqlite3 *db;	     /* the connection; the daemon is its only writer */
 	sqlite3_stmt *touch; /* prepared once: the hot path's two statements */
 	sqlite3_stmt *exec_log;
+	StoreWalFn on_wal; /* told the WAL's size after each commit */
+	void *on_wal_data;
 };
 
 static int errno_from_sqlite(int rc)
@@ -106,9 +108,12 @@ int store_open(const char *path, Store **ret)
 	r = errno_from_sqlite(sqlite3_open_v2(
 		path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
 		NULL));
+	/* No checkpoints on commit: they sync the files, in the daemon's loop. The owner
+	 * checkpoints from another process (store_on_wal, store_checkpoint_file). */
 	if (r == 0)
 		r = exec_sql(s, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;"
-				"PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 2000;");
+				"PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 2000;"
+				"PRAGMA wal_autocheckpoint = 0;");
 	if (r == 0)
 		r = migrate(s);
 	if (r < 0) {
@@ -117,6 +122,48 @@ int store_open(const char *path, Store **ret)
 	}
 	*ret = s;
 	return 0;
+}
+
+static int on_wal_commit(void *data, sqlite3 *db, const char *name, int pages)
+{
+	Store *s = data;
+
+	(void)db;
+	(void)name;
+	if (s->on_wal)
+		s->on_wal(s->on_wal_data, pages);
+	return SQLITE_OK;
+}
+
+void store_on_wal(Store *s, StoreWalFn fn, void *data)
+{
+	s->on_wal = fn;
+	s->on_wal_data = data;
+	sqlite3_wal_hook(s->db, fn ? on_wal_commit : NULL, s);
+}
+
+int store_checkpoint(Store *s)
+{
+	return errno_from_sqlite(
+		sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL));
+}
+
+int store_checkpoint_file(const char *path)
+{
+	sqlite3 *db = NULL;
+	int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
+
+	if (rc == SQLITE_OK)
+		rc = sqlite3_busy_timeout(db, 2000);
+	/* A statement, not sqlite3_wal_checkpoint(): a connection that has read nothing
+	 * yet does not know that the database is in WAL mode, and would do nothing. */
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(db, "PRAGMA wal_checkpoint(PASSIVE)", NULL, NULL, NULL);
+	if (rc != SQLITE_OK)
+		fprintf(stderr, "paddock-sessiond: checkpoint of %s: %s\n", path,
+			db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+	sqlite3_close_v2(db);
+	return errno_from_sqlite(rc);
 }
 
 Store *store_close(Store *s)

@@ -53,5 +53,16 @@ int store_exec_prune(Store *s, int64_t keep);
 int store_begin(Store *s);
 int store_commit(Store *s);
 
+/*
+ * Checkpoints. The store never checkpoints on its own: fn(data, pages) is told the
+ * WAL's length in pages after each commit, and the owner decides. store_checkpoint()
+ * copies what it can from the WAL into the database here (blocking on the syncs);
+ * store_checkpoint_file() does it from a connection of its own, for another process.
+ */
+typedef void (*StoreWalFn)(void *data, int pages);
+void store_on_wal(Store *s, StoreWalFn fn, void *data);
+int store_checkpoint(Store *s);
+int store_checkpoint_file(const char *path);
+
 /* 0 when PRAGMA integrity_check says ok. */
 int store_integrity_check(Store *s);

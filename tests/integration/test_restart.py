@@ -154,3 +154,30 @@ def test_worker_kill9_and_nginx_reload(rstack, rclient):
     assert ng.poll() is None
     assert rclient.run(sid, "print(v * 2)").stdout == "6\n"
     assert rclient.destroy(sid).status_code == 204
+
+
+def test_the_store_is_checkpointed_outside_the_daemon(stacks):
+    # The daemon's connection never checkpoints (that syncs files in its loop): a process
+    # of its own copies the WAL into the database once it passes wal_checkpoint_pages.
+    st = stacks.get("checkpoint", {"PADDOCK_WAL_CHECKPOINT_PAGES": "2", "PADDOCK_POOL_SIZE": "0"})
+    c = ps.Client(st)
+    db = os.path.join(st.state_dir, "paddock.db")
+
+    def logged_in_db_file():
+        # immutable: the database file alone, without what is still only in the WAL.
+        ro = sqlite3.connect(f"file:{db}?immutable=1", uri=True)
+        try:
+            return ro.execute("SELECT count(*) FROM executions WHERE session_id = ?",
+                              (sid,)).fetchone()[0]
+        finally:
+            ro.close()
+
+    before = st.daemon_call({"op": "stats"})["wal_checkpoints"]
+    sid = c.new_session()
+    for i in range(20):
+        assert c.run(sid, f"print({i})").stdout == f"{i}\n"
+    wait_for(lambda: st.daemon_call({"op": "stats"})["wal_checkpoints"] > before,
+             "a checkpoint process")
+    wait_for(lambda: logged_in_db_file() > 0, "the executions in the database file")
+    assert c.destroy(sid).status_code == 204
+    assert integrity_ok(st)
