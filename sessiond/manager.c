@@ -981,8 +981,9 @@ Manager *manager_free(Manager *m)
 		session_destroy(m->sessions, "shutdown");
 	pool_free_all(m);
 	zombies_drain(m);
-	/* A clean stop leaves no cgroup behind; kept sessions keep the parent busy anyway. */
-	if (m->env && !m->cfg->keep_sessions_on_exit)
+	/* A clean stop leaves no cgroup behind. Sessions kept for the next daemon keep the
+	 * parent busy, and then it stays; with none kept it goes too. */
+	if (m->env)
 		sandbox_env_remove_cgroup_parent(m->env);
 	loop_remove(m->loop, m->reclaim);
 	for (int k = 0; k < INTERP_KIND_COUNT; k++)

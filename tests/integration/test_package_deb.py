@@ -75,6 +75,9 @@ def snapshot():
         "nginx_files": sorted(_walk("/etc/nginx")),
         "unit_files": sorted(glob.glob("/lib/systemd/system/paddock*") +
                              glob.glob("/etc/systemd/system/*/paddock*")),
+        # sessiond's cgroup parents (v1: paddock/<instance> in each hierarchy).
+        "cgroup_dirs": sorted(glob.glob("/sys/fs/cgroup/*/paddock/*/") +
+                              glob.glob("/sys/fs/cgroup/paddock/*/")),
     }
 
 
