@@ -381,11 +381,11 @@ void session_link(Session *s)
 	m->n_sessions++;
 }
 
-/* What s gave up to a build that did not finish: its workspace and uid. */
+/* What s gave up to a build that did not finish: its uid. A spawn that fails removes
+ * what its child made, the workspace included (but not a directory it found there). */
 static void session_build_undo(Manager *m, Session *s)
 {
 	s->ws_fd = safe_close(s->ws_fd);
-	workspace_destroy(m->env, s->rid);
 	uid_release(m, s->uid);
 }
 
@@ -432,6 +432,7 @@ int session_build_finish(Manager *m, Session *s, SandboxPending *p, bool wait)
 			s->sb = (Sandbox){ .pidfd = -1, .ctl_fd = -1 };
 			/* The cgroup empties as init dies; the next start removes a straggler. */
 			sandbox_cgroup_remove_wait(m->env, s->rid, 50, 1);
+			workspace_destroy(m->env, s->rid);
 		}
 	}
 	if (r < 0)

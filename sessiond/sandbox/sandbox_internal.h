@@ -122,8 +122,9 @@ struct root_link {
 
 /*
  * Everything the child needs. The parent fills in what is cheap to know; the child,
- * off the daemon's loop, adds what costs system calls (its cgroup, the host's /etc
- * and root links). The child gets its own copy with the address space.
+ * off the daemon's loop, makes what costs system calls (its cgroup, its workspace) and
+ * reads the host's /etc and root links. The child gets its own copy with the address
+ * space.
  */
 struct child_args {
 	const SandboxEnv *env;
