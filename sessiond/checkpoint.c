@@ -5,12 +5,10 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
-#include <linux/sched.h>
-
 #include "cleanup.h"
+#include "clone.h"
 #include "log.h"
 #include "session.h"
 
@@ -46,10 +44,7 @@ static _Noreturn void checkpoint_exec_in_child(const char *db)
 
 static int checkpoint_start(Manager *m)
 {
-	struct clone_args ca = { .flags = CLONE_PIDFD,
-				 .pidfd = (uint64_t)(uintptr_t)&m->ckpt_pidfd,
-				 .exit_signal = SIGCHLD };
-	pid_t pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
+	pid_t pid = clone_pidfd(0, &m->ckpt_pidfd);
 
 	if (pid == 0)
 		checkpoint_exec_in_child(m->db_path);

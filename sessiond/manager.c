@@ -17,9 +17,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <linux/sched.h>
-
 #include "cleanup.h"
+#include "clone.h"
 #include "log.h"
 #include "session.h"
 #include "wsfs.h"
@@ -217,14 +216,11 @@ static void on_cleanup_done(Loop *l, int fd, uint32_t events, void *data)
  * workspace; the zombie lasts until that child exits. */
 static void zombie_reap(Loop *l, Zombie *z)
 {
-	struct clone_args ca = { .flags = CLONE_FILES | CLONE_PIDFD,
-				 .pidfd = (uint64_t)(uintptr_t)&z->pidfd,
-				 .exit_signal = SIGCHLD };
 	pid_t pid;
 
 	z->src = loop_remove(l, z->src);
 	z->pidfd = safe_close(z->pidfd);
-	pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
+	pid = clone_pidfd(CLONE_FILES, &z->pidfd);
 	if (pid == 0)
 		zombie_cleanup_in_child(z);
 	if (pid > 0 && loop_add_fd(l, z->pidfd, EPOLLIN, on_cleanup_done, z, &z->src) == 0)

@@ -13,9 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <linux/sched.h>
-
 #include "cleanup.h"
+#include "clone.h"
 #include "sandbox_internal.h"
 
 /* The child's fd numbers as paddock-init finds them. */
@@ -251,7 +250,6 @@ int sandbox_spawn_start(SandboxEnv *env, const char *id, uid_t uid, gid_t gid,
 			const SandboxLimits *limits, SandboxPending *ret)
 {
 	struct child_args a = { 0 };
-	struct clone_args ca = { 0 };
 	_cleanup_close_ int ctl_parent = -1, ctl_child = -1, sync_parent = -1, sync_child = -1;
 	_cleanup_close_ int pidfd = -1;
 	unsigned step = STEP_PREPARE;
@@ -296,10 +294,7 @@ int sandbox_spawn_start(SandboxEnv *env, const char *id, uid_t uid, gid_t gid,
 
 	step = STEP_CLONE;
 	a.net_in_child = !env->egress;
-	ca.flags = CLONE_PIDFD | CLONE_NEWPID | (a.net_in_child ? 0 : CLONE_NEWNET);
-	ca.pidfd = (uint64_t)(uintptr_t)&pidfd;
-	ca.exit_signal = SIGCHLD;
-	pid = syscall(SYS_clone3, &ca, sizeof(ca));
+	pid = clone_pidfd(CLONE_NEWPID | (a.net_in_child ? 0 : CLONE_NEWNET), &pidfd);
 	if (pid < 0) {
 		r = -errno;
 		goto undo;
