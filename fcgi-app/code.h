@@ -49,6 +49,8 @@ typedef struct CodeRuntimes {
 
 /* Start the probe in the background so the first request rarely waits for it. */
 void code_probe_start(const PaddockConfig *cfg);
+/* Wait for that probe to end: it reads the configuration, which the caller frees next. */
+void code_probe_wait(void);
 
 /* The probe's result; runs it first when it has not run yet (thread-safe). */
 const CodeRuntimes *code_runtimes(const PaddockConfig *cfg);

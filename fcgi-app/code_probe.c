@@ -374,18 +374,23 @@ static void *probe_thread(void *arg)
 	return NULL;
 }
 
+static pthread_t early_probe;
+static bool early_probe_started;
+
 void code_probe_start(const PaddockConfig *cfg)
 {
-	pthread_attr_t at;
-	pthread_t t;
-
 	set_cfg(cfg);
-	pthread_attr_init(&at);
-	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
 	/* Without the thread the first request runs the probe: slower, not wrong. */
-	if (pthread_create(&t, &at, probe_thread, (void *)cfg) != 0)
+	early_probe_started = pthread_create(&early_probe, NULL, probe_thread, (void *)cfg) == 0;
+	if (!early_probe_started)
 		log_warn("code plane: cannot start the runtime probe early");
-	pthread_attr_destroy(&at);
+}
+
+void code_probe_wait(void)
+{
+	if (early_probe_started)
+		pthread_join(early_probe, NULL);
+	early_probe_started = false;
 }
 
 /* ---- info ---- */

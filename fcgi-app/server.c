@@ -224,6 +224,7 @@ int server_run(App *app)
 		pthread_join(workers[i].thread, NULL);
 		sd_client_done(&workers[i].sd);
 	}
+	code_probe_wait();
 	app->stop_fd = safe_close(app->stop_fd);
 	return r;
 }
