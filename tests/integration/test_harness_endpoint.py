@@ -121,8 +121,12 @@ def test_end_of_file_deletes_the_kernel(server):
 
 
 def test_streams_go_to_the_pipes(ep):
+    # ipykernel forwards what a subprocess writes to fd 1 from a thread of its own, which
+    # can publish it after the cell has ended; the pause lets it catch up, so that this
+    # test checks the forwarding, not that race.
     reply, out, err = ep.run("import sys\nprint('to out')\nprint('to err', file=sys.stderr)\n"
-                             "import subprocess\nsubprocess.run(['echo', 'child'])\nNone")
+                             "import subprocess, time\nsubprocess.run(['echo', 'child'])\n"
+                             "time.sleep(0.5)\nNone")
     assert reply["status"] == "ok" and reply["result"] is None
     assert "to out\n" in out and "child\n" in out
     assert err == "to err\n"
