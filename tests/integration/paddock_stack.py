@@ -517,6 +517,18 @@ class Stack:
             c.close()
         return reply
 
+    def sandbox_name(self, sid):
+        """What a session's cgroups and workspace are named after (a warm sandbox keeps the
+        name it was built under), from the store."""
+        import sqlite3
+        db = sqlite3.connect(f"file:{os.path.join(self.state_dir, 'paddock.db')}?mode=ro", uri=True)
+        try:
+            row = db.execute("SELECT coalesce(rid, id) FROM sessions WHERE id = ?", (sid,)).fetchone()
+        finally:
+            db.close()
+        assert row, f"session {sid} is not in the store"
+        return row[0]
+
     def kill9(self, key):
         """SIGKILL one program of the stack, as a crash would, and wait for it to be gone."""
         p = self.procs[key]

@@ -112,10 +112,12 @@ def test_sessions_are_isolated_from_each_other(client):
 def test_destroy_kills_the_session_processes(client, stack):
     sid = client.new_session()
     client.bash(sid, "setsid sleep 300 >/dev/null 2>&1 < /dev/null & echo started")
+    name = stack.sandbox_name(sid)
+    assert ps.processes_in_cgroups_matching([name]) and ps.cgroups_matching([name])
     assert client.destroy(sid).status_code == 204
-    ps.wait_for(lambda: not ps.processes_in_cgroups_matching([sid]), 15,
+    ps.wait_for(lambda: not ps.processes_in_cgroups_matching([name]), 15,
                 "the session's processes to be gone after DestroySession")
-    ps.wait_for(lambda: not ps.cgroups_matching([sid]), 15, "the session's cgroups to be removed")
+    ps.wait_for(lambda: not ps.cgroups_matching([name]), 15, "the session's cgroups to be removed")
 
 
 # --- the session cap: a stack with max_sessions = 2 -------------------------------
@@ -195,9 +197,11 @@ def test_idle_session_is_reclaimed(stacks):
     st.session_ids.add(sid)
     assert h["idle_timeout_seconds"] == 1, h
     c.run(sid, "x = 1")
+    name = st.sandbox_name(sid)
+    assert ps.cgroups_matching([name])
     ps.wait_for(lambda: gone(c, sid), 15, "the idle session to be reclaimed")
     assert c.exec(sid, "code_execution", {"code": "print(x)"}).status_code == 404
-    ps.wait_for(lambda: not ps.cgroups_matching([sid]), 15, "the reclaimed session's cgroups to go")
+    ps.wait_for(lambda: not ps.cgroups_matching([name]), 15, "the reclaimed session's cgroups to go")
 
 
 def test_activity_keeps_a_session_alive_past_its_idle_timeout(stacks):

@@ -118,13 +118,15 @@ def test_sandbox_that_died_meanwhile_is_cleaned(rstack, rclient):
     assert rclient.run(sid, "pass").rc == 0
     pid = session_init_pid(rstack, sid)
     assert pid
+    name = rstack.sandbox_name(sid)
+    assert ps.cgroups_matching([name])
     rstack.kill9("paddock-sessiond")
     os.kill(pid, signal.SIGKILL)
     wait_for(lambda: not os.path.exists(f"/proc/{pid}"), "init to die")
     rstack.restart("paddock-sessiond")
     r = rclient.exec(sid, "code_execution", {"code": "print(1)"})
     assert r.status_code == 404
-    wait_for(lambda: not ps.cgroups_matching([sid]), "its cgroup to go")
+    wait_for(lambda: not ps.cgroups_matching([name]), "its cgroup to go")
     assert session_init_pid(rstack, sid) is None
     assert integrity_ok(rstack)
 
