@@ -12,7 +12,6 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/file.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -73,7 +72,7 @@ bool req_int(json_object *req, const char *key, int64_t *out)
 
 /* ---- ids and uids ---- */
 
-static bool id_valid(const char *id)
+bool session_id_valid(const char *id)
 {
 	size_t n = 0;
 
@@ -82,25 +81,6 @@ static bool id_valid(const char *id)
 		      (*p >= '0' && *p <= '9') || *p == '-' || *p == '_'))
 			return false;
 	return n >= 1 && n <= SESSION_ID_MAX;
-}
-
-/* <node>-<22 chars of base64url>: 128 random bits, URL-safe, routable by prefix. */
-static int session_id_new(const char *node, char *out, size_t outlen)
-{
-	static const char abc[] =
-		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-	uint8_t rnd[22];
-	size_t n;
-
-	if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
-		return -EIO;
-	n = (size_t)snprintf(out, outlen, "%s-", node);
-	if (n + sizeof(rnd) + 1 > outlen)
-		return -ENAMETOOLONG;
-	for (size_t i = 0; i < sizeof(rnd); i++)
-		out[n + i] = abc[rnd[i] & 63];
-	out[n + sizeof(rnd)] = '\0';
-	return 0;
 }
 
 bool uid_mark(Manager *m, uid_t uid)
@@ -139,7 +119,7 @@ void uid_release(Manager *m, uid_t uid)
 
 Session *session_find(Manager *m, const char *id, const char *tenant)
 {
-	if (!id || !id_valid(id))
+	if (!id || !session_id_valid(id))
 		return NULL;
 	for (Session *s = m->sessions; s; s = s->next) {
 		if (strcmp(s->id, id) != 0)
@@ -152,15 +132,6 @@ Session *session_find(Manager *m, const char *id, const char *tenant)
 		return s;
 	}
 	return NULL;
-}
-
-/* Whether any tenant holds a session with this id (ids are unique on a node). */
-static bool session_exists(Manager *m, const char *id)
-{
-	for (Session *s = m->sessions; s; s = s->next)
-		if (strcmp(s->id, id) == 0)
-			return true;
-	return false;
 }
 
 /* ---- teardown ---- */
@@ -339,16 +310,7 @@ void session_destroy(Session *s, const char *why)
 	free(s);
 }
 
-/* ---- create ---- */
-
-static int64_t clamp_hint(json_object *req, const char *key, int64_t def, int64_t max)
-{
-	int64_t v;
-
-	if (!req_int(req, key, &v) || v < 1)
-		return def;
-	return v < max ? v : max;
-}
+/* ---- building sessions ---- */
 
 Session *session_alloc(Manager *m)
 {
@@ -442,207 +404,6 @@ void session_build_abort(Manager *m, Session *s, SandboxPending *p)
 	session_build_undo(m, s);
 }
 
-/* Both halves at once, the daemon waiting: a create that found no warm sandbox. */
-int session_build(Manager *m, Session *s)
-{
-	SandboxPending p;
-	int r = session_build_start(m, s, &p);
-
-	return r < 0 ? r : session_build_finish(m, s, &p, true);
-}
-
-static int session_new(Manager *m, const char *id, const char *tenant, bool kernel, Session **ret)
-{
-	Session *s = pool_take(m, kernel);
-	int r = 0;
-
-	if (s) {
-		/* A ready sandbox: only the name and the owner are new. */
-		if (id)
-			snprintf(s->id, sizeof(s->id), "%s", id);
-		else
-			r = session_id_new(m->cfg->node_name, s->id, sizeof(s->id));
-		if (r == 0 && tenant && !(s->tenant = strdup(tenant)))
-			r = -ENOMEM;
-		if (r < 0) {
-			session_link(s);
-			session_destroy(s, "setup failed");
-			return r;
-		}
-		*ret = s;
-		return 0;
-	}
-	s = session_alloc(m);
-	if (!s)
-		return -ENOMEM;
-	if (id)
-		snprintf(s->id, sizeof(s->id), "%s", id);
-	else
-		r = session_id_new(m->cfg->node_name, s->id, sizeof(s->id));
-	memcpy(s->rid, s->id, sizeof(s->rid));
-	if (r == 0 && tenant && !(s->tenant = strdup(tenant)))
-		r = -ENOMEM;
-	if (r == 0 && !(s->undo = editor_undo_new()))
-		r = -ENOMEM;
-	if (r == 0)
-		r = session_build(m, s);
-	if (r < 0) {
-		editor_undo_free(s->undo);
-		free(s->tenant);
-		free(s);
-		return r;
-	}
-	*ret = s;
-	return 0;
-}
-
-json_object *session_handle(const Session *s)
-{
-	json_object *o = reply_ok();
-
-	json_object_object_add(o, "session_id", json_object_new_string(s->id));
-	json_object_object_add(o, "idle_timeout_seconds", json_object_new_int64(s->idle_timeout));
-	json_object_object_add(o, "max_lifetime_seconds", json_object_new_int64(s->max_lifetime));
-	json_object_object_add(o, "created_at", json_object_new_double(s->created_at));
-	json_object_object_add(o, "last_activity_at", json_object_new_double(s->last_activity_at));
-	json_object_object_add(o, "plane",
-			       json_object_new_string(s->plane == PLANE_CODE ? "code" : "otari"));
-	json_object_object_add(o, "kernel", json_object_new_boolean(s->kernel));
-	json_object_object_add(o, "endpoint", json_object_new_boolean(s->endpoint));
-	json_object_object_add(o, "execution_count",
-			       json_object_new_int64((int64_t)s->execution_count));
-	json_object_object_add(o, "running", json_object_new_boolean(s->run != NULL));
-	return o;
-}
-
-static void op_create(Manager *m, Conn *c, json_object *req, const char *tenant)
-{
-	const PaddockConfig *cfg = m->cfg;
-	const char *image = req_string(req, "image");
-	SessionRow row;
-	Session *s;
-	int r;
-
-	const char *want_id = req_string(req, "session_id");
-	const char *plane_s = req_string(req, "plane");
-	enum session_plane plane = plane_s && !strcmp(plane_s, "code") ? PLANE_CODE : PLANE_OTARI;
-	json_object *kv;
-	bool kernel = json_object_object_get_ex(req, "kernel", &kv) && json_object_get_boolean(kv);
-	bool endpoint =
-		json_object_object_get_ex(req, "endpoint", &kv) && json_object_get_boolean(kv);
-	int64_t idle_default = cfg->idle_timeout_default;
-	json_object *e;
-
-	if (want_id && !id_valid(want_id)) {
-		conn_reply(c, reply_error("invalid", "session ids are 1 to 128 of A-Z a-z 0-9 _ -"),
-			   NULL, 0);
-		return;
-	}
-	if (want_id && session_exists(m, want_id)) {
-		conn_reply(c, reply_error("exists", "a session with this id exists"), NULL, 0);
-		return;
-	}
-	if (m->draining) {
-		e = reply_error("unavailable", "this node is draining: no new sessions");
-		json_object_object_add(e, "retry_after",
-				       json_object_new_int64(cfg->retry_after_seconds));
-		conn_reply(c, e, NULL, 0);
-		return;
-	}
-	if (plane == PLANE_CODE) {
-		size_t n_code = 0, n_kernel = 0;
-
-		for (Session *o = m->sessions; o; o = o->next)
-			if (o->plane == PLANE_CODE) {
-				n_code++;
-				n_kernel += o->kernel;
-			}
-		/* The code plane's own caps answer 429 with these exact sentences. */
-		if (kernel && (int64_t)n_kernel >= cfg->kernel_max_sessions) {
-			conn_reply(c,
-				   reply_error("limit",
-					       "Maximum number of kernel sessions (%lld) reached",
-					       (long long)cfg->kernel_max_sessions),
-				   NULL, 0);
-			return;
-		}
-		if ((int64_t)n_code >= cfg->code_max_sessions) {
-			conn_reply(c,
-				   reply_error("limit", "Maximum number of sessions (%lld) reached",
-					       (long long)cfg->code_max_sessions),
-				   NULL, 0);
-			return;
-		}
-		idle_default = kernel ? cfg->kernel_idle_timeout : cfg->code_idle_timeout;
-		if (idle_default > cfg->idle_timeout_max)
-			idle_default = cfg->idle_timeout_max;
-	}
-	if ((int64_t)m->n_sessions >= cfg->max_sessions) {
-		e = reply_error("capacity", "the session limit (%lld) is reached",
-				(long long)cfg->max_sessions);
-		json_object_object_add(e, "retry_after",
-				       json_object_new_int64(cfg->retry_after_seconds));
-		conn_reply(c, e, NULL, 0);
-		return;
-	}
-	r = session_new(m, want_id, tenant, kernel, &s);
-	if (r < 0) {
-		if (r == -EAGAIN) {
-			e = reply_error("capacity", "no free sandbox user id");
-			json_object_object_add(e, "retry_after",
-					       json_object_new_int64(cfg->retry_after_seconds));
-		} else {
-			log_err("REQUEST_ID=%s cannot create a session: %s (%s)",
-				req_string(req, "request_id") ?: "-", strerror(-r),
-				sandbox_last_error());
-			e = reply_error("unavailable", "the sandbox could not be created");
-			json_object_object_add(e, "retry_after",
-					       json_object_new_int64(cfg->retry_after_seconds));
-		}
-		conn_reply(c, e, NULL, 0);
-		return;
-	}
-	s->plane = plane;
-	s->kernel = kernel;
-	s->endpoint = endpoint && cfg->jupyter_endpoint[0];
-	s->idle_timeout =
-		clamp_hint(req, "idle_timeout_seconds", idle_default, cfg->idle_timeout_max);
-	s->max_lifetime =
-		clamp_hint(req, "max_lifetime_seconds", cfg->lifetime_default, cfg->lifetime_max);
-	s->created_at = s->last_activity_at = now_real();
-	session_link(s);
-	m->sessions_created++;
-	if (image)
-		log_info("SESSION_ID=%s image hint '%.64s' has no runtime profile: ignored", s->id,
-			 image);
-	row = (SessionRow){ .id = s->id,
-			    .tenant = s->tenant,
-			    .uid = s->uid,
-			    .created_at = s->created_at,
-			    .last_activity_at = s->last_activity_at,
-			    .idle_timeout = s->idle_timeout,
-			    .max_lifetime = s->max_lifetime,
-			    .image = (char *)image,
-			    .init_pid = s->sb.pid,
-			    .init_ctl_fd = s->sb.ctl_fd_in_init,
-			    .plane = plane == PLANE_CODE ? "code" : "otari",
-			    .kernel = kernel,
-			    .endpoint = s->endpoint,
-			    .rid = s->rid };
-	r = store_session_insert(m->store, &row);
-	if (r < 0) {
-		log_err("SESSION_ID=%s cannot record the session: %s", s->id, strerror(-r));
-		session_destroy(s, "store failed");
-		conn_reply(c, reply_error("internal", "the session could not be recorded"), NULL,
-			   0);
-		return;
-	}
-	log_info("SESSION_ID=%s created uid=%u init_pid=%d tenant=%s sandbox=%s", s->id, s->uid,
-		 s->sb.pid, s->tenant ?: "-", s->rid);
-	pool_schedule(m);
-	conn_reply(c, session_handle(s), NULL, 0);
-}
-
 /* ---- dispatch ---- */
 
 static enum interp_kind tool_kind(const char *tool, bool *ok)
@@ -734,7 +495,7 @@ void manager_handle_request(void *data, Conn *c, json_object *req)
 	if (!op) {
 		conn_reply(c, reply_error("invalid", "op is missing"), NULL, 0);
 	} else if (strcmp(op, "create") == 0) {
-		op_create(m, c, req, tenant);
+		op_create(m, c, req);
 	} else if (strcmp(op, "destroy") == 0) {
 		op_destroy(m, c, req, tenant);
 	} else if (strcmp(op, "stats") == 0) {
@@ -780,6 +541,7 @@ void manager_conn_closed(void *data, Conn *c)
 
 	run_conn_closed(m, c);
 	upload_drop(m, c);
+	create_conn_closed(m, c);
 }
 
 /* ---- reclaim ---- */
@@ -976,6 +738,7 @@ Manager *manager_free(Manager *m)
 	}
 	while (m->sessions)
 		session_destroy(m->sessions, "shutdown");
+	create_free_all(m);
 	pool_free_all(m);
 	zombies_drain(m);
 	/* A clean stop leaves no cgroup behind. Sessions kept for the next daemon keep the

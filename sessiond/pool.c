@@ -11,8 +11,6 @@
 #include "log.h"
 #include "session.h"
 
-enum { POOL_NATIVE, POOL_KERNEL };
-
 #define POOL_PACE_MS 20	    /* no build this soon after a hand-over */
 #define POOL_BUILD_MS 10000 /* a child not init by then is given up */
 
@@ -147,7 +145,8 @@ static void pool_build_free(PoolBuild *b, bool failed)
 	free(b);
 }
 
-/* The child is init (or failed): the sandbox joins the pool and starts Python. */
+/* The child is init (or failed): the sandbox joins the pool and starts Python, and the
+ * create that has waited longest, if any, takes it. */
 static void pool_build_complete(PoolBuild *b)
 {
 	Manager *m = b->m;
@@ -160,6 +159,7 @@ static void pool_build_complete(PoolBuild *b)
 	r = session_build_finish(m, s, &b->p, true);
 	pool_build_free(b, r < 0);
 	if (r < 0) {
+		create_fail_waiting(m, which, r);
 		pool_retry_later(m);
 		return;
 	}
@@ -169,14 +169,22 @@ static void pool_build_complete(PoolBuild *b)
 	r = session_start_interp(s, which == POOL_KERNEL ? INTERP_KERNEL : INTERP_PYTHON);
 	if (r < 0)
 		log_warn("pool sandbox %s: interpreter not started: %s", s->rid, strerror(-r));
+	create_serve_waiting(m, which);
+	/* Built for a create whose worker has gone since, into a pool already full. */
+	while (m->pool_n[which] > pool_target(m, which))
+		session_destroy(m->pool[which], "not needed");
 }
 
 /* Give a build up: its child is killed and what it held released. */
-static void pool_build_drop(PoolBuild *b)
+static void pool_build_drop(PoolBuild *b, int why)
 {
+	Manager *m = b->m;
+	int which = b->which;
+
 	pool_build_unlink(b);
-	session_build_abort(b->m, b->s, &b->p);
+	session_build_abort(m, b->s, &b->p);
 	pool_build_free(b, true);
+	create_fail_waiting(m, which, why);
 }
 
 static void on_build_ready(Loop *l, int fd, uint32_t events, void *data)
@@ -194,11 +202,13 @@ static void on_build_ready(Loop *l, int fd, uint32_t events, void *data)
 static void on_build_deadline(Loop *l, void *data)
 {
 	PoolBuild *b = data;
+	Manager *m = b->m;
 
 	(void)l;
 	b->timer = NULL;
 	log_warn("pool sandbox %s: not ready after %d ms, given up", b->s->rid, POOL_BUILD_MS);
-	pool_build_drop(b);
+	pool_build_drop(b, -ETIMEDOUT);
+	pool_schedule(m);
 }
 
 /* Start building one sandbox; it joins the pool when its child has become init. */
@@ -270,12 +280,29 @@ void pool_interp_settled(Session *s)
 		pool_schedule(s->m);
 }
 
+/* Creates waiting for a sandbox get a build each, beyond those under way, at once. One of
+ * their kind is always under way; more start within pool_warm_max. */
+static void pool_feed_waiting(Manager *m)
+{
+	for (int which = POOL_NATIVE; which <= POOL_KERNEL; which++)
+		while (m->pool_building[which] < m->n_waiting[which]) {
+			int r;
+
+			if (m->pool_building[which] > 0 && pool_warming(m) >= m->pool_warm_max)
+				break;
+			r = pool_build_one(m, which);
+			if (r < 0)
+				create_fail_waiting(m, which, r);
+		}
+}
+
 void pool_schedule(Manager *m)
 {
-	/* A build waits until POOL_PACE_MS after the last hand-over, so the session just
+	/* A refill waits until POOL_PACE_MS after the last hand-over, so the session just
 	 * handed out gets its first calls answered before a spawn takes the loop. */
 	uint64_t now = now_ms(), ready_at = m->pool_last_take_ms + POOL_PACE_MS;
 
+	pool_feed_waiting(m);
 	if (m->pool_timer)
 		return;
 	if (!pool_short(m, POOL_NATIVE) && !pool_short(m, POOL_KERNEL))
@@ -299,28 +326,12 @@ static Session *pool_pick(Manager *m, int which)
 	return last;
 }
 
-/* Nothing ready: finish the oldest build under way (new ones are pushed at the head),
- * waiting for the rest of its child's set-up; less than a build from scratch. */
-static void pool_finish_oldest(Manager *m, int which)
-{
-	PoolBuild *oldest = NULL;
-
-	for (PoolBuild *b = m->pool_builds; b; b = b->next)
-		if (b->which == which)
-			oldest = b;
-	if (oldest)
-		pool_build_complete(oldest);
-}
-
+/* A warm sandbox, or NULL when none is in the pool: the caller waits for a build rather
+ * than finishing one here, which would hold the loop while a child sets itself up. */
 Session *pool_take(Manager *m, bool kernel)
 {
-	int which = kernel ? POOL_KERNEL : POOL_NATIVE;
-	Session *s = pool_pick(m, which);
+	Session *s = pool_pick(m, kernel ? POOL_KERNEL : POOL_NATIVE);
 
-	if (!s) {
-		pool_finish_oldest(m, which);
-		s = pool_pick(m, which);
-	}
 	if (!s)
 		return NULL;
 	pool_unlink(s);
@@ -335,7 +346,7 @@ void pool_free_all(Manager *m)
 {
 	m->pool_timer = loop_remove(m->loop, m->pool_timer);
 	while (m->pool_builds)
-		pool_build_drop(m->pool_builds);
+		pool_build_drop(m->pool_builds, -ECANCELED);
 	for (int which = POOL_NATIVE; which <= POOL_KERNEL; which++)
 		while (m->pool[which])
 			session_destroy(m->pool[which], "shutdown");

@@ -40,6 +40,10 @@ enum interp_state {
 typedef struct Session Session;
 typedef struct Run Run;
 typedef struct Manager Manager;
+typedef struct CreateWait CreateWait;
+
+/* The warm pools, by the interpreter their sandboxes start. */
+enum { POOL_NATIVE, POOL_KERNEL };
 typedef struct Journal Journal;
 
 /* Bytes of one output stream of a run, capped: the head is kept, the rest counted. */
@@ -156,6 +160,8 @@ struct Manager {
 	size_t pool_warm_max; /* sandboxes warming up at once, at most */
 	uint64_t pool_built, pool_taken;
 	uint64_t pool_last_take_ms; /* monotonic time of the last hand-over */
+	CreateWait *waiting[2];	    /* creates waiting for a sandbox, by pool, oldest first */
+	size_t n_waiting[2];
 	size_t n_sessions;
 	Zombie *zombies;		  /* sandboxes being torn down */
 	uint8_t *uids;			  /* one byte per uid in the range: in use */
@@ -176,6 +182,7 @@ struct Manager {
 };
 
 /* manager.c */
+bool session_id_valid(const char *id);
 Session *session_alloc(Manager *m);
 void session_link(Session *s);
 bool uid_mark(Manager *m, uid_t uid);
@@ -209,10 +216,20 @@ void pool_unlink(Session *s);
 void pool_free_all(Manager *m);
 /* Warm sandboxes whose children are still setting up, both kinds. */
 size_t pool_building_total(const Manager *m);
-int session_build(Manager *m, Session *s);
 int session_build_start(Manager *m, Session *s, SandboxPending *p);
 int session_build_finish(Manager *m, Session *s, SandboxPending *p, bool wait);
 void session_build_abort(Manager *m, Session *s, SandboxPending *p);
+
+/* create.c */
+void op_create(Manager *m, Conn *c, json_object *req);
+/* Hand the sandboxes now in the pool to the creates waiting for one, oldest first. */
+void create_serve_waiting(Manager *m, int which);
+/* A build failed or could not start: the newest waiting create gets the error (r as from
+ * a build); the builds left serve the others. */
+void create_fail_waiting(Manager *m, int which, int r);
+size_t create_waiting_total(const Manager *m);
+void create_conn_closed(Manager *m, Conn *c);
+void create_free_all(Manager *m);
 
 /* adopt.c */
 int session_adopt(Manager *m, const SessionRow *row);

@@ -32,10 +32,14 @@ class SessiondClient:
             buf += data
         return buf
 
-    def call(self, request):
-        """Send one request; return (reply dict, list of received fds)."""
+    def send(self, request):
+        """Send one request without waiting for its reply."""
         payload = json.dumps(request).encode()
         self.sock.sendall(HEADER.pack(len(payload), ord("J")) + payload)
+
+    def call(self, request):
+        """Send one request; return (reply dict, list of received fds)."""
+        self.send(request)
         fds = []
         length, kind = HEADER.unpack(self._recv_exact(HEADER.size, fds))
         body = self._recv_exact(length, fds) if length else b""

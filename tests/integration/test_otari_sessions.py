@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: MIT
 """CreateSession, DestroySession, the session cap, reclaim, authentication and tenancy."""
 
+import contextlib
 import os
 import re
+import threading
 import time
 
 import pytest
@@ -178,6 +180,91 @@ def test_two_stacks_side_by_side_do_not_disturb_each_other(client, stacks):
     assert client.run(sid, "print(kept + 1)").stdout == "42\n"
     other.destroy(osid)
     client.destroy(sid)
+
+
+# --- creates that wait for a sandbox: a stack without a pool ----------------------------
+
+@contextlib.contextmanager
+def sandboxes_frozen(st, sid):
+    """Freeze the cgroup that holds the stack's sandboxes (v1 freezer or v2 cgroup.freeze):
+    a sandbox built meanwhile stops as soon as its child joins its own cgroup there, and
+    stays half-built until the thaw."""
+    name = st.sandbox_name(sid)
+    parents = set()
+    for d in ps.cgroups_matching([name]):
+        up = os.path.dirname(d)
+        if os.path.exists(os.path.join(up, "freezer.state")) or \
+                os.path.exists(os.path.join(up, "cgroup.freeze")):
+            parents.add(up)
+    assert len(parents) == 1, parents
+    up = parents.pop()
+    v1 = os.path.exists(os.path.join(up, "freezer.state"))
+    knob, on, off = ("freezer.state", "FROZEN", "THAWED") if v1 else ("cgroup.freeze", "1", "0")
+    with open(os.path.join(up, knob), "w") as f:
+        f.write(on)
+    try:
+        yield
+    finally:
+        with open(os.path.join(up, knob), "w") as f:
+            f.write(off)
+
+
+def test_a_create_waiting_for_its_sandbox_holds_up_no_one(stacks):
+    st = stacks.get("no-pool", {"PADDOCK_POOL_SIZE": "0", "PADDOCK_MAX_SESSIONS": "4"})
+    c = ps.Client(st)
+    sock = os.path.join(st.run_dir, "sessiond.sock")
+    from proto_client import SessiondClient
+
+    def stats():
+        return st.daemon_call({"op": "stats"})
+
+    def waiting_is(n):
+        ps.wait_for(lambda: stats()["creates_waiting"] == n, 10, f"{n} creates waiting")
+
+    live = c.new_session()  # built for its create: the pool is empty
+    assert c.run(live, "print(1)").stdout == "1\n"
+    answers = {}
+    dup = "dup-" + st.node_name
+    st.session_ids.add(dup)
+
+    def http_create():
+        answers["http"] = c.create()
+
+    def daemon_create():
+        answers["daemon"] = SessiondClient(sock, timeout=30).call(
+            {"op": "create", "session_id": dup})[0]
+
+    quitter = SessiondClient(sock, timeout=30)
+    threads = [threading.Thread(target=http_create), threading.Thread(target=daemon_create)]
+    with sandboxes_frozen(st, live):
+        for t in threads:
+            t.start()
+        waiting_is(2)
+        # A third waits too, and its worker goes away before the sandbox is ready.
+        quitter.send({"op": "create"})
+        waiting_is(3)
+        # The daemon answers everyone else meanwhile, within the usual limits.
+        info = st.daemon_call({"op": "session_info", "session_id": live})
+        assert info["ok"] and info["session_id"] == live, info
+        r = st.daemon_call({"op": "create", "session_id": dup})
+        assert r["error"] == "exists", r
+        r = c.create()  # 1 live + 3 waiting: the limit of 4
+        assert r.status_code == 503, f"{r.status_code} {r.text[:300]}"
+        quitter.close()
+        waiting_is(2)
+        assert [t.is_alive() for t in threads] == [True, True]
+    for t in threads:
+        t.join(30)
+    assert answers["http"].status_code == 201, answers["http"].text[:300]
+    assert answers["daemon"]["ok"] and answers["daemon"]["session_id"] == dup, answers
+    for sid in (answers["http"].parsed["session_id"], dup, live):
+        assert c.run(sid, f"print({sid!r})").stdout == sid + "\n"
+    # The quitter's sandbox, built for no one into a pool of 0, is let go.
+    ps.wait_for(lambda: stats()["pool_building"] == 0 and stats()["pool_ready"] == 0, 15,
+                "the unclaimed sandbox to be let go")
+    assert stats()["sessions"] == 3 and stats()["creates_waiting"] == 0
+    for sid in (answers["http"].parsed["session_id"], dup, live):
+        assert c.destroy(sid).status_code == 204
 
 
 # --- reclaim: a stack that checks often -----------------------------------------

@@ -1,0 +1,358 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * CreateSession: admission, then a warm sandbox from the pool, now or when the next
+ * one is built. A create never builds a sandbox in the loop: with none ready it waits,
+ * the loop serving everyone else, until a build under way (or one started for it)
+ * finishes.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "log.h"
+#include "session.h"
+
+/* A create that found no warm sandbox: answered when a build finishes. */
+struct CreateWait {
+	Conn *conn;
+	json_object *req; /* the request, one reference held */
+	struct CreateWait *next;
+};
+
+/* <node>-<22 chars of base64url>: 128 random bits, URL-safe, routable by prefix. */
+static int session_id_new(const char *node, char *out, size_t outlen)
+{
+	static const char abc[] =
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+	uint8_t rnd[22];
+	size_t n;
+
+	if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
+		return -EIO;
+	n = (size_t)snprintf(out, outlen, "%s-", node);
+	if (n + sizeof(rnd) + 1 > outlen)
+		return -ENAMETOOLONG;
+	for (size_t i = 0; i < sizeof(rnd); i++)
+		out[n + i] = abc[rnd[i] & 63];
+	out[n + sizeof(rnd)] = '\0';
+	return 0;
+}
+
+static bool req_bool(json_object *req, const char *key)
+{
+	json_object *v;
+
+	return json_object_object_get_ex(req, key, &v) && json_object_get_boolean(v);
+}
+
+static bool req_is_code(json_object *req)
+{
+	const char *plane = req_string(req, "plane");
+
+	return plane && strcmp(plane, "code") == 0;
+}
+
+/* Whether any tenant holds this id, or a waiting create asked for it (ids are unique
+ * on a node). */
+static bool session_id_taken(Manager *m, const char *id)
+{
+	for (Session *s = m->sessions; s; s = s->next)
+		if (strcmp(s->id, id) == 0)
+			return true;
+	for (int which = 0; which < 2; which++)
+		for (CreateWait *w = m->waiting[which]; w; w = w->next) {
+			const char *want = req_string(w->req, "session_id");
+
+			if (want && strcmp(want, id) == 0)
+				return true;
+		}
+	return false;
+}
+
+size_t create_waiting_total(const Manager *m)
+{
+	return m->n_waiting[0] + m->n_waiting[1];
+}
+
+static int64_t clamp_hint(json_object *req, const char *key, int64_t def, int64_t max)
+{
+	int64_t v;
+
+	if (!req_int(req, key, &v) || v < 1)
+		return def;
+	return v < max ? v : max;
+}
+
+json_object *session_handle(const Session *s)
+{
+	json_object *o = reply_ok();
+
+	json_object_object_add(o, "session_id", json_object_new_string(s->id));
+	json_object_object_add(o, "idle_timeout_seconds", json_object_new_int64(s->idle_timeout));
+	json_object_object_add(o, "max_lifetime_seconds", json_object_new_int64(s->max_lifetime));
+	json_object_object_add(o, "created_at", json_object_new_double(s->created_at));
+	json_object_object_add(o, "last_activity_at", json_object_new_double(s->last_activity_at));
+	json_object_object_add(o, "plane",
+			       json_object_new_string(s->plane == PLANE_CODE ? "code" : "otari"));
+	json_object_object_add(o, "kernel", json_object_new_boolean(s->kernel));
+	json_object_object_add(o, "endpoint", json_object_new_boolean(s->endpoint));
+	json_object_object_add(o, "execution_count",
+			       json_object_new_int64((int64_t)s->execution_count));
+	json_object_object_add(o, "running", json_object_new_boolean(s->run != NULL));
+	return o;
+}
+
+/* The answer to a create whose sandbox could not be had; r as from a build. */
+static json_object *create_error(const Manager *m, json_object *req, int r)
+{
+	json_object *e;
+
+	if (r == -EAGAIN) {
+		e = reply_error("capacity", "no free sandbox user id");
+	} else {
+		log_err("REQUEST_ID=%s cannot create a session: %s (%s)",
+			req_string(req, "request_id") ?: "-", strerror(-r), sandbox_last_error());
+		e = reply_error("unavailable", "the sandbox could not be created");
+	}
+	json_object_object_add(e, "retry_after",
+			       json_object_new_int64(m->cfg->retry_after_seconds));
+	return e;
+}
+
+/* s, just taken from the pool, becomes the session req asked for; c gets the answer. */
+static void create_finish(Manager *m, Conn *c, json_object *req, Session *s)
+{
+	const PaddockConfig *cfg = m->cfg;
+	const char *want_id = req_string(req, "session_id");
+	const char *tenant = req_string(req, "tenant");
+	const char *image = req_string(req, "image");
+	bool code = req_is_code(req), kernel = req_bool(req, "kernel");
+	int64_t idle_default = cfg->idle_timeout_default;
+	SessionRow row;
+	int r = 0;
+
+	/* A ready sandbox: only the name and the owner are new. */
+	if (want_id)
+		snprintf(s->id, sizeof(s->id), "%s", want_id);
+	else
+		r = session_id_new(cfg->node_name, s->id, sizeof(s->id));
+	if (r == 0 && tenant && !(s->tenant = strdup(tenant)))
+		r = -ENOMEM;
+	session_link(s);
+	if (r < 0) {
+		session_destroy(s, "setup failed");
+		conn_reply(c, create_error(m, req, r), NULL, 0);
+		return;
+	}
+	if (code) {
+		idle_default = kernel ? cfg->kernel_idle_timeout : cfg->code_idle_timeout;
+		if (idle_default > cfg->idle_timeout_max)
+			idle_default = cfg->idle_timeout_max;
+	}
+	s->plane = code ? PLANE_CODE : PLANE_OTARI;
+	s->kernel = kernel;
+	s->endpoint = req_bool(req, "endpoint") && cfg->jupyter_endpoint[0];
+	s->idle_timeout =
+		clamp_hint(req, "idle_timeout_seconds", idle_default, cfg->idle_timeout_max);
+	s->max_lifetime =
+		clamp_hint(req, "max_lifetime_seconds", cfg->lifetime_default, cfg->lifetime_max);
+	s->created_at = s->last_activity_at = now_real();
+	m->sessions_created++;
+	if (image)
+		log_info("SESSION_ID=%s image hint '%.64s' has no runtime profile: ignored", s->id,
+			 image);
+	row = (SessionRow){ .id = s->id,
+			    .tenant = s->tenant,
+			    .uid = s->uid,
+			    .created_at = s->created_at,
+			    .last_activity_at = s->last_activity_at,
+			    .idle_timeout = s->idle_timeout,
+			    .max_lifetime = s->max_lifetime,
+			    .image = (char *)image,
+			    .init_pid = s->sb.pid,
+			    .init_ctl_fd = s->sb.ctl_fd_in_init,
+			    .plane = code ? "code" : "otari",
+			    .kernel = kernel,
+			    .endpoint = s->endpoint,
+			    .rid = s->rid };
+	r = store_session_insert(m->store, &row);
+	if (r < 0) {
+		log_err("SESSION_ID=%s cannot record the session: %s", s->id, strerror(-r));
+		session_destroy(s, "store failed");
+		conn_reply(c, reply_error("internal", "the session could not be recorded"), NULL,
+			   0);
+		return;
+	}
+	log_info("SESSION_ID=%s created uid=%u init_pid=%d tenant=%s sandbox=%s", s->id, s->uid,
+		 s->sb.pid, s->tenant ?: "-", s->rid);
+	pool_schedule(m);
+	conn_reply(c, session_handle(s), NULL, 0);
+}
+
+/* The limits a create must pass before it may have or wait for a sandbox; replies and
+ * returns false when one says no. Waiting creates count as the sessions they will be. */
+static bool create_admit(Manager *m, Conn *c, json_object *req)
+{
+	const PaddockConfig *cfg = m->cfg;
+	const char *want_id = req_string(req, "session_id");
+	bool kernel = req_bool(req, "kernel");
+	json_object *e;
+
+	if (want_id && !session_id_valid(want_id)) {
+		conn_reply(c, reply_error("invalid", "session ids are 1 to 128 of A-Z a-z 0-9 _ -"),
+			   NULL, 0);
+		return false;
+	}
+	if (want_id && session_id_taken(m, want_id)) {
+		conn_reply(c, reply_error("exists", "a session with this id exists"), NULL, 0);
+		return false;
+	}
+	if (m->draining) {
+		e = reply_error("unavailable", "this node is draining: no new sessions");
+		json_object_object_add(e, "retry_after",
+				       json_object_new_int64(cfg->retry_after_seconds));
+		conn_reply(c, e, NULL, 0);
+		return false;
+	}
+	if (req_is_code(req)) {
+		size_t n_code = 0, n_kernel = 0;
+
+		for (Session *o = m->sessions; o; o = o->next)
+			if (o->plane == PLANE_CODE) {
+				n_code++;
+				n_kernel += o->kernel;
+			}
+		for (int which = 0; which < 2; which++)
+			for (CreateWait *w = m->waiting[which]; w; w = w->next)
+				if (req_is_code(w->req)) {
+					n_code++;
+					n_kernel += req_bool(w->req, "kernel");
+				}
+		/* The code plane's own caps answer 429 with these exact sentences. */
+		if (kernel && (int64_t)n_kernel >= cfg->kernel_max_sessions) {
+			conn_reply(c,
+				   reply_error("limit",
+					       "Maximum number of kernel sessions (%lld) reached",
+					       (long long)cfg->kernel_max_sessions),
+				   NULL, 0);
+			return false;
+		}
+		if ((int64_t)n_code >= cfg->code_max_sessions) {
+			conn_reply(c,
+				   reply_error("limit", "Maximum number of sessions (%lld) reached",
+					       (long long)cfg->code_max_sessions),
+				   NULL, 0);
+			return false;
+		}
+	}
+	if ((int64_t)(m->n_sessions + create_waiting_total(m)) >= cfg->max_sessions) {
+		e = reply_error("capacity", "the session limit (%lld) is reached",
+				(long long)cfg->max_sessions);
+		json_object_object_add(e, "retry_after",
+				       json_object_new_int64(cfg->retry_after_seconds));
+		conn_reply(c, e, NULL, 0);
+		return false;
+	}
+	return true;
+}
+
+void op_create(Manager *m, Conn *c, json_object *req)
+{
+	bool kernel = req_bool(req, "kernel");
+	int which = kernel ? POOL_KERNEL : POOL_NATIVE;
+	CreateWait *w, **tail;
+	Session *s;
+
+	if (!create_admit(m, c, req))
+		return;
+	s = pool_take(m, kernel);
+	if (s) {
+		create_finish(m, c, req, s);
+		return;
+	}
+	w = calloc(1, sizeof(*w));
+	if (!w) {
+		conn_reply(c, create_error(m, req, -ENOMEM), NULL, 0);
+		return;
+	}
+	*w = (CreateWait){ .conn = c, .req = json_object_get(req) };
+	/* First come, first served. */
+	for (tail = &m->waiting[which]; *tail; tail = &(*tail)->next)
+		;
+	*tail = w;
+	m->n_waiting[which]++;
+	pool_schedule(m); /* starts a build for it at once, if none under way will do */
+}
+
+static CreateWait *waiting_pop(Manager *m, int which)
+{
+	CreateWait *w = m->waiting[which];
+
+	m->waiting[which] = w->next;
+	m->n_waiting[which]--;
+	return w;
+}
+
+static void waiting_free(CreateWait *w)
+{
+	json_object_put(w->req);
+	free(w);
+}
+
+void create_serve_waiting(Manager *m, int which)
+{
+	Session *s;
+
+	while (m->waiting[which] && (s = pool_take(m, which == POOL_KERNEL))) {
+		CreateWait *w = waiting_pop(m, which);
+
+		create_finish(m, w->conn, w->req, s);
+		waiting_free(w);
+	}
+}
+
+void create_fail_waiting(Manager *m, int which, int r)
+{
+	CreateWait **pp = &m->waiting[which], *w;
+
+	if (!*pp)
+		return;
+	/* Builds serve the waiting oldest first: the newest is the one left without. */
+	while ((*pp)->next)
+		pp = &(*pp)->next;
+	w = *pp;
+	*pp = NULL;
+	m->n_waiting[which]--;
+	conn_reply(w->conn, create_error(m, w->req, r), NULL, 0);
+	waiting_free(w);
+}
+
+void create_conn_closed(Manager *m, Conn *c)
+{
+	for (int which = 0; which < 2; which++) {
+		CreateWait **pp = &m->waiting[which];
+
+		while (*pp) {
+			CreateWait *w = *pp;
+
+			if (w->conn != c) {
+				pp = &w->next;
+				continue;
+			}
+			/* Its build goes on: the sandbox joins the pool, or is let go if the
+			 * pool is full (pool.c). */
+			*pp = w->next;
+			m->n_waiting[which]--;
+			waiting_free(w);
+		}
+	}
+}
+
+void create_free_all(Manager *m)
+{
+	for (int which = 0; which < 2; which++)
+		while (m->waiting[which])
+			waiting_free(waiting_pop(m, which));
+}
