@@ -617,7 +617,7 @@ class Bench:
                      peer_median=pys["median"] / ms, peer_p99=pys["p99"] / ms,
                      ratio_median=cc["median"] / pys["median"], ratio_p99=cc["p99"] / pys["p99"],
                      target="<= interpreter start + 5 ms", errors=py["errors"],
-                     note="the sandbox only: sessiond starts the interpreter on the first exec")
+                     note="the sandbox only: its interpreter starts as the sandbox is ready, unawaited")
         self.add_row(row="2", what="  first print(1), cold session (interpreter start)", unit="ms",
                      n=cf["n"], median=cf["median"] / ms, p99=cf["p99"] / ms,
                      peer="harness start + print(1), no sandbox", peer_median=hss["median"] / ms,
@@ -649,6 +649,33 @@ class Bench:
                 raise RuntimeError(f"the pool did not reach {want} started sandboxes: {st}")
             time.sleep(0.01)
 
+    @staticmethod
+    def probe_during(st, probe, action):
+        """print(1) in the session probe, paced at one call per 5 ms, for 2 s alone and then
+        while action() runs; returns (quiet, busy) latencies in ns and action's result."""
+        body = {"tool": "code_execution", "input": {"code": "print(1)"}}
+
+        def lat_loop(stop, out):
+            c = Http(st.port)
+            # Paced, so the probe samples the loop without taking a core from what it watches.
+            while not stop.wait(0.005):
+                t0 = time.perf_counter_ns()
+                c.exec(probe, body)
+                out.append(time.perf_counter_ns() - t0)
+            c.close()
+
+        quiet, busy = [], []
+        for out, fn in ((quiet, lambda: time.sleep(2)), (busy, action)):
+            stop = threading.Event()
+            t = threading.Thread(target=lat_loop, args=(stop, out))
+            t.start()
+            try:
+                result = fn()
+            finally:
+                stop.set()
+                t.join()
+        return quiet, busy, result
+
     def row_refill(self):
         """Refill capacity: take a full pool at once, time its rebuild (sandbox and Python
         started), and watch print(1) in another session meanwhile."""
@@ -663,44 +690,25 @@ class Bench:
         try:
             h = Http(st.port)
             probe = h.create()
-            body = {"tool": "code_execution", "input": {"code": "print(1)"}}
-            h.exec(probe, body)
+            h.exec(probe, {"tool": "code_execution", "input": {"code": "print(1)"}})
             self.wait_pool_started(st, k)
-
-            def lat_loop(stop, out):
-                c = Http(st.port)
-                # Paced (one call per 5 ms), so the probe samples the loop without taking
-                # a core from the refill it watches.
-                while not stop.wait(0.005):
-                    t0 = time.perf_counter_ns()
-                    c.exec(probe, body)
-                    out.append(time.perf_counter_ns() - t0)
-                c.close()
-
-            quiet, busy = [], []
-            stop = threading.Event()
-            t = threading.Thread(target=lat_loop, args=(stop, quiet))
-            t.start()
-            time.sleep(2)
-            stop.set()
-            t.join()
             before = self.stats(st)
-            stop = threading.Event()
-            t = threading.Thread(target=lat_loop, args=(stop, busy))
-            t.start()
-            t0 = time.monotonic()
-            taker = Http(st.port)
-            for _ in range(k):
-                taken.append(taker.create())
-            t_taken = time.monotonic() - t0
-            after = self.wait_pool_started(st, k)
-            elapsed = time.monotonic() - t0
-            stop.set()
-            t.join()
+
+            def take_all_and_wait():
+                t0 = time.monotonic()
+                taker = Http(st.port)
+                for _ in range(k):
+                    taken.append(taker.create())
+                t_taken = time.monotonic() - t0
+                after = self.wait_pool_started(st, k)
+                elapsed = time.monotonic() - t0
+                for sid in taken:
+                    taker.destroy(sid)
+                taker.close()
+                return t_taken, after, elapsed
+
+            quiet, busy, (t_taken, after, elapsed) = self.probe_during(st, probe, take_all_and_wait)
             built = after.get("pool_built", 0) - before.get("pool_built", 0)
-            for sid in taken:
-                taker.destroy(sid)
-            taker.close()
             h.destroy(probe)
             h.close()
         finally:
@@ -717,6 +725,57 @@ class Bench:
                      peer_median=q["median"] / 1e3, peer_p99=q["p99"] / 1e3,
                      ratio_median=b["median"] / q["median"], ratio_p99=b["p99"] / q["p99"],
                      target="no stalls", note=f"max {max(busy) / 1e6:.1f} ms during the refill, "
+                                              f"{max(quiet) / 1e6:.1f} ms before (Python client)")
+        self.row_empty_pool_creates()
+
+    def row_empty_pool_creates(self):
+        """Creates that find the pool empty, several at once, while another session runs
+        print(1): each waits for a sandbox built for it; the others should not."""
+        import paddock_stack as ps
+        k, rounds = 8, 5
+        self.section(f"2c. {rounds} rounds of {k} concurrent creates with no pool, while a "
+                     f"session runs print(1) every 5 ms")
+        st = ps.Stack(name="bench-emptypool", env={"PADDOCK_LOG_LEVEL": "info",
+                                                   "PADDOCK_POOL_SIZE": "0",
+                                                   "PADDOCK_MAX_SESSIONS": str(k + 4)}).start()
+        creates = []
+        try:
+            h = Http(st.port)
+            probe = h.create()
+            h.exec(probe, {"tool": "code_execution", "input": {"code": "print(1)"}})
+
+            def one(out):
+                c = Http(st.port)
+                t0 = time.perf_counter_ns()
+                sid = c.create()
+                out.append(time.perf_counter_ns() - t0)
+                c.destroy(sid)
+                c.close()
+
+            def rounds_of_creates():
+                for _ in range(rounds):
+                    ts = [threading.Thread(target=one, args=(creates,)) for _ in range(k)]
+                    for t in ts:
+                        t.start()
+                    for t in ts:
+                        t.join()
+
+            quiet, busy, _ = self.probe_during(st, probe, rounds_of_creates)
+            h.destroy(probe)
+            h.close()
+        finally:
+            for p in st.stop():
+                self.stop_problems.append(f"empty-pool stack: {p}")
+        q, b, cr = stats_us(quiet), stats_us(busy), stats_us(creates)
+        self.samples["emptypool|quiet"], self.samples["emptypool|busy"] = quiet, busy
+        self.samples["emptypool|create"] = creates
+        self.add_row(row="2c", what=f"CreateSession, no pool, {k} at once", unit="ms", n=cr["n"],
+                     median=cr["median"] / 1e3, p99=cr["p99"] / 1e3, errors=k * rounds - cr["n"])
+        self.add_row(row="2c", what="  print(1) in another session meanwhile", unit="ms",
+                     n=b["n"], median=b["median"] / 1e3, p99=b["p99"] / 1e3, peer="same, no creates",
+                     peer_median=q["median"] / 1e3, peer_p99=q["p99"] / 1e3,
+                     ratio_median=b["median"] / q["median"], ratio_p99=b["p99"] / q["p99"],
+                     target="no stalls", note=f"max {max(busy) / 1e6:.1f} ms during the creates, "
                                               f"{max(quiet) / 1e6:.1f} ms before (Python client)")
 
     # -- row 3: throughput
