@@ -267,6 +267,26 @@ def test_a_create_waiting_for_its_sandbox_holds_up_no_one(stacks):
         assert c.destroy(sid).status_code == 204
 
 
+def test_a_create_without_a_sandbox_user_id_gets_503_and_the_next_one_works(stacks):
+    st = stacks.get("two-uids", {"PADDOCK_POOL_SIZE": "0", "PADDOCK_UID_COUNT": "2",
+                                 "PADDOCK_RETRY_AFTER_SECONDS": "3"})
+    c = ps.Client(st)
+    a, b = c.new_session(), c.new_session()
+    r = c.create()
+    assert r.status_code == 503, f"{r.status_code} {r.text[:300]}"
+    assert r.headers.get("Retry-After") == "3", dict(r.headers)
+    assert "user id" in r.parsed["detail"], r.parsed
+    assert st.daemon_call({"op": "stats"})["creates_waiting"] == 0
+    assert c.run(a, "print(1)").stdout == "1\n"
+    # The uid comes back once the sandbox is torn down; then a create gets it.
+    assert c.destroy(b).status_code == 204
+    ps.wait_for(lambda: st.daemon_call({"op": "stats"})["tearing_down"] == 0, 15, "the teardown")
+    b2 = c.new_session()
+    assert c.run(b2, "print(2)").stdout == "2\n"
+    for sid in (a, b2):
+        assert c.destroy(sid).status_code == 204
+
+
 # --- reclaim: a stack that checks often -----------------------------------------
 
 RECLAIM_ENV = {"PADDOCK_RECLAIM_INTERVAL_MS": "100"}
