@@ -21,7 +21,7 @@ typedef struct Upload {
 } Upload;
 
 /* Map a confined file operation's error to a reply. */
-static json_object *fs_error(int r, const char *path)
+json_object *fs_error(int r, const char *path)
 {
 	switch (r) {
 	case -EXDEV:
@@ -44,62 +44,17 @@ static json_object *fs_error(int r, const char *path)
 	}
 }
 
-/* Whether the previous scan reported this very version of the file: file times come from a
- * coarse clock, so a file written at the end of one call can look new to the next. */
-static bool reported_before(const Session *s, const WsfsChange *c)
-{
-	for (size_t i = 0; i < s->n_reported; i++)
-		if (wsfs_change_same(&s->reported[i], c))
-			return true;
-	return false;
-}
-
-json_object *produced_files(Session *s, const struct timespec *since)
-{
-	json_object *arr = json_object_new_array();
-	WsfsChange *changes = NULL;
-	size_t n = 0;
-	size_t max = (size_t)s->m->cfg->produced_files_max;
-
-	if (max == 0 || wsfs_changed_since(s->ws_fd, since, max, &changes, &n) < 0)
-		return arr;
-	for (size_t i = 0; i < n; i++) {
-		char id[64];
-		json_object *f;
-
-		if (reported_before(s, &changes[i]) ||
-		    store_file_id(s->m->store, s->id, changes[i].path, id, sizeof(id)) < 0)
-			continue;
-		f = json_object_new_object();
-		json_object_object_add(f, "file_id", json_object_new_string(id));
-		json_object_object_add(f, "filename", json_object_new_string(changes[i].path));
-		json_object_array_add(arr, f);
-	}
-	wsfs_changes_free(s->reported, s->n_reported);
-	s->reported = changes;
-	s->n_reported = n;
-	return arr;
-}
-
 void op_list(Manager *m, Conn *c, Session *s, json_object *req)
 {
 	const char *path = req_string(req, "path") ?: ".";
 	char rel[4096];
-	json_object *files = NULL, *o;
-	bool truncated = false;
-	int r;
+	int r = wsfs_normalize(path, true, rel, sizeof(rel));
 
-	r = wsfs_normalize(path, true, rel, sizeof(rel));
-	if (r == 0)
-		r = wsfs_list(s->ws_fd, rel, (size_t)m->cfg->list_max_entries, &files, &truncated);
 	if (r < 0) {
 		conn_reply(c, fs_error(r, path), NULL, 0);
 		return;
 	}
-	o = reply_ok();
-	json_object_object_add(o, "files", files);
-	json_object_object_add(o, "truncated", json_object_new_boolean(truncated));
-	conn_reply(c, o, NULL, 0);
+	reply_with_listing(s, c, reply_ok(), path, rel, (size_t)m->cfg->list_max_entries);
 }
 
 void op_get(Manager *m, Conn *c, Session *s, json_object *req)
@@ -283,10 +238,9 @@ void op_edit(Manager *m, Conn *c, Session *s, json_object *req)
 			       json_object_new_int64((int64_t)(now_ms() - t0)));
 	json_object_object_add(o, "timed_out", json_object_new_boolean(false));
 	json_object_object_add(o, "usage", json_object_new_object());
-	json_object_object_add(o, "files", produced_files(s, &since));
 	s->last_activity_at = now_real();
 	journal_note(s, "editor", now_real(), (int64_t)(now_ms() - t0), res.return_code,
 		     res.return_code == 0 ? "ok" : "error");
 	editor_result_clear(&res);
-	conn_reply(c, o, NULL, 0);
+	reply_with_produced_files(s, c, o, &since, NULL);
 }

@@ -240,6 +240,7 @@ static void session_release(Session *s)
 		s->run->conn = NULL;
 		run_abort(s, "daemon stopping");
 	}
+	scans_cancel(s);
 	for (int k = 0; k < INTERP_KIND_COUNT; k++)
 		interp_destroy(&s->interps[k]);
 	loop_remove(m->loop, s->ctl_src);
@@ -274,6 +275,7 @@ void session_destroy(Session *s, const char *why)
 	log_info("SESSION_ID=%s destroyed KILL_REASON=%s", s->id, why);
 	m->kills_by_reason[end_reason_index(why)]++;
 	run_abort(s, why);
+	scans_cancel(s);
 	for (int k = 0; k < INTERP_KIND_COUNT; k++)
 		interp_destroy(&s->interps[k]);
 	loop_remove(m->loop, s->ctl_src);
@@ -542,6 +544,7 @@ void manager_conn_closed(void *data, Conn *c)
 	run_conn_closed(m, c);
 	upload_drop(m, c);
 	create_conn_closed(m, c);
+	scans_conn_closed(m, c);
 }
 
 /* ---- reclaim ---- */

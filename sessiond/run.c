@@ -369,7 +369,6 @@ static void run_finish(Run *run)
 	json_object_object_add(o, "usage", usage);
 	json_object_object_add(o, "execution_count",
 			       json_object_new_int64((int64_t)s->execution_count));
-	json_object_object_add(o, "files", produced_files(s, &run->start_ts));
 	if (run->cell && run->reply) {
 		static const char *const keys[] = { "result", "error", "display" };
 		json_object *v;
@@ -385,10 +384,17 @@ static void run_finish(Run *run)
 	s->last_activity_at = now_real();
 	journal_note(s, interp_kind_name(run->kind), run->start_real, (int64_t)ms, run->return_code,
 		     run_outcome(run));
-	if (run->conn)
-		conn_reply(run->conn, o, NULL, 0);
-	else
-		json_object_put(o);
+	/* The session stays busy until the reply, with the files the run made, has gone. */
+	run->phase = RUN_SCANNING;
+	run->timer = loop_remove(m->loop, run->timer);
+	reply_with_produced_files(s, run->conn, o, &run->start_ts, run);
+}
+
+void run_ended(Run *run)
+{
+	Session *s = run->s;
+	Interp *ip = &s->interps[run->kind];
+
 	s->run = NULL;
 	run_free(run);
 	/* The promise of the timeout message: a fresh interpreter is ready for the next call. */
@@ -408,7 +414,7 @@ static void drain_pipe(Interp *ip, int fd, OutBuf *b, unsigned max_reads)
 		if (n <= 0)
 			break;
 		/* Output between runs belongs to no call: it is dropped. */
-		if (ip->s->run && ip->s->run->kind == ip->kind)
+		if (ip->s->run && ip->s->run->kind == ip->kind && ip->s->run->phase != RUN_SCANNING)
 			outbuf_append(b, buf, (size_t)n, cap);
 		/* A short read emptied the pipe: no need for a read to say EAGAIN. */
 		if ((size_t)n < sizeof(buf))
@@ -1029,6 +1035,12 @@ void run_abort(Session *s, const char *why)
 
 	if (!run)
 		return;
+	if (run->phase == RUN_SCANNING) {
+		/* It is over; its reply waits for the walk, which scans_cancel() ends. */
+		s->run = NULL;
+		run_free(run);
+		return;
+	}
 	drain_all(&s->interps[run->kind]);
 	run->return_code = 137;
 	run->lost_state = true;

@@ -41,6 +41,7 @@ typedef struct Session Session;
 typedef struct Run Run;
 typedef struct Manager Manager;
 typedef struct CreateWait CreateWait;
+typedef struct ScanReply ScanReply;
 
 /* The warm pools, by the interpreter their sandboxes start. */
 enum { POOL_NATIVE, POOL_KERNEL };
@@ -82,6 +83,7 @@ enum run_phase {
 	RUN_INTERRUPTED, /* deadline passed, SIGINT sent, grace timer armed */
 	RUN_REAPING,	 /* finished; killing what the run left behind */
 	RUN_KILLING,	 /* grace passed; killing every process of the session */
+	RUN_SCANNING,	 /* over; its reply waits for the walk that finds the files it made */
 };
 
 /* The one execution in flight in a session. */
@@ -132,7 +134,8 @@ struct Session {
 	SandboxCounters *counters;   /* the cgroup counters a run reports, kept open */
 	struct WsfsChange *reported; /* what the last scan for produced files saw */
 	size_t n_reported;
-	uint32_t seq; /* last init request number */
+	uint32_t seq;	  /* last init request number */
+	ScanReply *scans; /* replies waiting for a walk of the workspace */
 	Session *prev, *next;
 };
 
@@ -255,6 +258,8 @@ void op_admin(Manager *m, Conn *c, const char *op, json_object *req);
 void run_start(Session *s, Conn *c, enum interp_kind kind, const char *code, const char *cwd,
 	       bool cell, uint64_t timeout_ms);
 void run_abort(Session *s, const char *why);
+/* A run's reply has gone: the session takes the next call. */
+void run_ended(Run *run);
 void run_retry_start(Run *run);
 int session_start_interp(Session *s, enum interp_kind kind);
 void interp_attach(Session *s, enum interp_kind kind, pid_t pid, int fds[4]);
@@ -281,4 +286,17 @@ void op_put(Manager *m, Conn *c, Session *s, json_object *req);
 void op_put_commit(Manager *m, Conn *c, json_object *req);
 void op_put_abort(Manager *m, Conn *c);
 void upload_drop(Manager *m, Conn *c);
-json_object *produced_files(Session *s, const struct timespec *since);
+json_object *fs_error(int r, const char *path);
+
+/* scan.c: replies that wait for a walk of the workspace, done a slice per loop turn */
+/* Add "files" (those changed since `since`, minus those reported before) to reply and send
+ * it to c (NULL: nowhere); then end run, if given (run_ended()). */
+void reply_with_produced_files(Session *s, Conn *c, json_object *reply,
+			       const struct timespec *since, Run *run);
+/* Add "files" and "truncated" (the regular files below rel) to reply and send it to c;
+ * or the error for api_path. */
+void reply_with_listing(Session *s, Conn *c, json_object *reply, const char *api_path,
+			const char *rel, size_t max);
+/* The session is going away: waiting replies go now, without their files. */
+void scans_cancel(Session *s);
+void scans_conn_closed(Manager *m, Conn *c);

@@ -39,12 +39,6 @@
 /* Attempts at a fresh random name for the temporary link of a commit. */
 #define WS_TMPNAME_TRIES 16
 
-static void dirp_close(DIR **d)
-{
-	if (*d)
-		closedir(*d);
-}
-
 static void json_putp(struct json_object **o)
 {
 	json_object_put(*o);
@@ -358,7 +352,12 @@ static bool timespec_ge(const struct timespec *a, const struct timespec *b)
 	return a->tv_sec > b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec >= b->tv_nsec);
 }
 
-/* A bounded, symlink-free walk over regular files; visit() sees workspace-relative paths. */
+/*
+ * A bounded, symlink-free walk over regular files; visit() sees workspace-relative paths.
+ * It keeps its open directories on a stack of its own rather than recursing, so that it
+ * can stop after any number of entries and go on later (the daemon's loop walks a large
+ * workspace a slice per turn).
+ */
 typedef struct Walk Walk;
 struct Walk {
 	size_t max;		      /* regular files to accept at most */
@@ -370,32 +369,64 @@ struct Walk {
 	char path[PATH_MAX];	      /* the current path, workspace-relative */
 	/* Called for each regular file accepted; < 0 aborts the walk. */
 	int (*visit)(Walk *w, const char *path, const struct stat *st);
+	DIR *dirs[WS_WALK_MAX_DEPTH];	/* the directories open, the one being read last */
+	size_t lens[WS_WALK_MAX_DEPTH]; /* the length of path at each */
+	unsigned depth;			/* how many are open */
 };
 
-/* Returns 0 to go on, 1 when the walk must stop, -errno on failure. Takes ownership of dfd. */
-static int walk_dir(Walk *w, int dfd, size_t len, unsigned depth)
+/* Open the directory dfd (ownership taken) below the others; path[0..len) names it. */
+static int walk_push(Walk *w, int dfd, size_t len)
 {
-	_cleanup_(dirp_close) DIR *d = NULL;
-	struct dirent *de;
+	DIR *d = fdopendir(dfd);
 
-	d = fdopendir(dfd);
 	if (!d) {
 		int r = -errno;
+
 		close(dfd);
 		return r;
 	}
+	w->dirs[w->depth] = d;
+	w->lens[w->depth] = len;
+	w->depth++;
+	return 0;
+}
 
-	for (;;) {
+static void walk_pop(Walk *w)
+{
+	closedir(w->dirs[--w->depth]);
+	w->path[w->depth ? w->lens[w->depth - 1] : 0] = '\0';
+}
+
+static void walk_close(Walk *w)
+{
+	while (w->depth)
+		walk_pop(w);
+}
+
+/* Look at up to `entries` more directory entries: 1 when the walk is over (all seen, or a
+ * limit reached), 0 when there is more to see, -errno on failure. */
+static int walk_step(Walk *w, size_t entries)
+{
+	while (w->depth > 0) {
+		DIR *d = w->dirs[w->depth - 1];
+		size_t len = w->lens[w->depth - 1], nlen, plen;
+		struct dirent *de;
 		struct stat st;
-		size_t nlen, plen;
 		int r;
 
+		if (entries == 0)
+			return 0;
 		errno = 0;
 		de = readdir(d);
-		if (!de)
-			return errno ? -errno : 0;
+		if (!de) {
+			if (errno)
+				return -errno;
+			walk_pop(w);
+			continue;
+		}
 		if (is_dot_or_dotdot(de->d_name))
 			continue;
+		entries--;
 		if (w->budget == 0) {
 			w->truncated = true;
 			return 1;
@@ -432,33 +463,33 @@ static int walk_dir(Walk *w, int dfd, size_t len, unsigned depth)
 			if (r < 0)
 				return r;
 			w->n++;
-		} else if (depth + 1 >= WS_WALK_MAX_DEPTH) {
+		} else if (w->depth >= WS_WALK_MAX_DEPTH) {
 			w->truncated = true;
 		} else {
 			int child = wsfs_openat2(dirfd(d), de->d_name,
 						 O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+
 			if (child >= 0) {
-				r = walk_dir(w, child, plen, depth + 1);
-				if (r != 0) {
-					w->path[len] = '\0';
+				r = walk_push(w, child, plen);
+				if (r < 0)
 					return r;
-				}
-			} else if (child != -ENOENT && child != -ELOOP && child != -ENOTDIR &&
-				   child != -EXDEV) {
-				/* Anything but a race with the session or a mount point. */
-				return child;
+				continue; /* path names the directory now read */
 			}
+			if (child != -ENOENT && child != -ELOOP && child != -ENOTDIR &&
+			    child != -EXDEV)
+				return child; /* anything but a race with the session or a mount */
 		}
 		w->path[len] = '\0';
 	}
+	return 1;
 }
 
-/* Walk the directory rel ("." for the workspace root) below ws_fd. */
+/* Open the directory rel ("." for the workspace root) below ws_fd, for walk_step(). */
 static int walk_start(Walk *w, int ws_fd, const char *rel)
 {
 	const char *start = (!rel || !*rel) ? "." : rel;
 	size_t len = 0;
-	int fd, r;
+	int fd;
 
 	fd = wsfs_openat2(ws_fd, start, O_RDONLY | O_DIRECTORY, 0);
 	if (fd < 0)
@@ -475,8 +506,7 @@ static int walk_start(Walk *w, int ws_fd, const char *rel)
 	}
 	if (w->budget == 0)
 		w->budget = WS_WALK_BUDGET;
-	r = walk_dir(w, fd, len, 0);
-	return r < 0 ? r : 0;
+	return walk_push(w, fd, len);
 }
 
 /* Add val (ownership taken) under key; -ENOMEM when val could not be made. */
@@ -516,27 +546,6 @@ static int cmp_entry_path(const void *a, const void *b)
 	json_object_object_get_ex(*x, "path", &px);
 	json_object_object_get_ex(*y, "path", &py);
 	return strcmp(json_object_get_string(px), json_object_get_string(py));
-}
-
-int wsfs_list(int ws_fd, const char *rel, size_t max, struct json_object **ret, bool *truncated)
-{
-	_cleanup_(json_putp) struct json_object *arr = json_object_new_array();
-	_cleanup_free_ Walk *w = calloc(1, sizeof(*w));
-	int r;
-
-	if (!arr || !w)
-		return -ENOMEM;
-	w->max = max;
-	w->visit = list_visit;
-	w->userdata = arr;
-	r = walk_start(w, ws_fd, rel);
-	if (r < 0)
-		return r;
-	json_object_array_sort(arr, cmp_entry_path);
-	if (truncated)
-		*truncated = w->truncated;
-	*ret = TAKE_PTR(arr);
-	return 0;
 }
 
 /* Files collected by wsfs_changed_since(). */
@@ -587,28 +596,125 @@ bool wsfs_change_same(const WsfsChange *a, const WsfsChange *b)
 	       a->mtime.tv_nsec == b->mtime.tv_nsec && a->size == b->size && a->ino == b->ino;
 }
 
+/* A walk for wsfs_scan_list() or wsfs_scan_changes(), and what it has found so far. */
+struct WsfsScan {
+	Walk w;
+	bool list;		 /* a listing (arr) rather than changes (changed) */
+	struct json_object *arr; /* list: {path, size_bytes, modified_at, mime_type} */
+	Changed changed;	 /* changes: the files modified since */
+	struct timespec since;	 /* changes: from when */
+};
+
+WsfsScan *wsfs_scan_free(WsfsScan *sc)
+{
+	if (!sc)
+		return NULL;
+	walk_close(&sc->w);
+	json_object_put(sc->arr);
+	wsfs_changes_free(sc->changed.items, sc->changed.n);
+	free(sc);
+	return NULL;
+}
+
+int wsfs_scan_list(int ws_fd, const char *rel, size_t max, WsfsScan **ret)
+{
+	WsfsScan *sc = calloc(1, sizeof(*sc));
+	int r;
+
+	if (!sc || !(sc->arr = json_object_new_array())) {
+		wsfs_scan_free(sc);
+		return -ENOMEM;
+	}
+	sc->list = true;
+	sc->w.max = max;
+	sc->w.visit = list_visit;
+	sc->w.userdata = sc->arr;
+	r = walk_start(&sc->w, ws_fd, rel);
+	if (r < 0) {
+		wsfs_scan_free(sc);
+		return r;
+	}
+	*ret = sc;
+	return 0;
+}
+
+int wsfs_scan_changes(int ws_fd, const struct timespec *since, size_t max, WsfsScan **ret)
+{
+	WsfsScan *sc = calloc(1, sizeof(*sc));
+	int r;
+
+	if (!sc)
+		return -ENOMEM;
+	sc->since = *since;
+	sc->w.max = max;
+	sc->w.since = &sc->since;
+	sc->w.visit = changed_visit;
+	sc->w.userdata = &sc->changed;
+	r = walk_start(&sc->w, ws_fd, ".");
+	if (r < 0) {
+		wsfs_scan_free(sc);
+		return r;
+	}
+	*ret = sc;
+	return 0;
+}
+
+int wsfs_scan_step(WsfsScan *sc, size_t entries)
+{
+	int r = walk_step(&sc->w, entries);
+
+	/* Done: let go of the directories now rather than when the results are taken. */
+	if (r != 0)
+		walk_close(&sc->w);
+	return r;
+}
+
+struct json_object *wsfs_scan_take_list(WsfsScan *sc, bool *truncated)
+{
+	struct json_object *arr = sc->arr;
+
+	sc->arr = NULL;
+	json_object_array_sort(arr, cmp_entry_path);
+	if (truncated)
+		*truncated = sc->w.truncated;
+	wsfs_scan_free(sc);
+	return arr;
+}
+
+void wsfs_scan_take_changes(WsfsScan *sc, WsfsChange **ret, size_t *n_ret)
+{
+	if (sc->changed.n)
+		qsort(sc->changed.items, sc->changed.n, sizeof(*sc->changed.items), cmp_change);
+	*ret = sc->changed.items;
+	*n_ret = sc->changed.n;
+	sc->changed = (Changed){ 0 };
+	wsfs_scan_free(sc);
+}
+
+int wsfs_list(int ws_fd, const char *rel, size_t max, struct json_object **ret, bool *truncated)
+{
+	WsfsScan *sc;
+	int r = wsfs_scan_list(ws_fd, rel, max, &sc);
+
+	if (r == 0 && (r = wsfs_scan_step(sc, SIZE_MAX)) < 0)
+		wsfs_scan_free(sc);
+	if (r < 0)
+		return r;
+	*ret = wsfs_scan_take_list(sc, truncated);
+	return 0;
+}
+
 int wsfs_changed_since(int ws_fd, const struct timespec *since, size_t max, WsfsChange **ret,
 		       size_t *n_ret)
 {
-	_cleanup_free_ Walk *w = calloc(1, sizeof(*w));
-	Changed c = { 0 };
-	int r;
+	WsfsScan *sc;
+	int r = wsfs_scan_changes(ws_fd, since, max, &sc);
 
-	if (!w)
-		return -ENOMEM;
-	w->max = max;
-	w->since = since;
-	w->visit = changed_visit;
-	w->userdata = &c;
-	r = walk_start(w, ws_fd, ".");
-	if (r < 0) {
-		wsfs_changes_free(c.items, c.n);
+	if (r == 0 && (r = wsfs_scan_step(sc, SIZE_MAX)) < 0)
+		wsfs_scan_free(sc);
+	if (r < 0)
 		return r;
-	}
-	if (c.n)
-		qsort(c.items, c.n, sizeof(*c.items), cmp_change);
-	*ret = c.items;
-	*n_ret = c.n;
+	wsfs_scan_take_changes(sc, ret, n_ret);
 	return 0;
 }
 

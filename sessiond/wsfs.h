@@ -57,5 +57,21 @@ void wsfs_changes_free(WsfsChange *c, size_t n);
 /* Whether a and b are the same version of the same file. */
 bool wsfs_change_same(const WsfsChange *a, const WsfsChange *b);
 
+/*
+ * The same two walks, a slice at a time: the daemon's loop looks at a bounded number of
+ * entries per turn, so a workspace of many files delays only the call that walks it.
+ * Start one, call wsfs_scan_step() until it returns 1 (done) rather than 0 (more to see),
+ * then take the result, which frees the scan. Results are as from the calls above.
+ */
+typedef struct WsfsScan WsfsScan;
+int wsfs_scan_list(int ws_fd, const char *rel, size_t max, WsfsScan **ret);
+int wsfs_scan_changes(int ws_fd, const struct timespec *since, size_t max, WsfsScan **ret);
+/* Look at up to `entries` more directory entries: 1 done, 0 more to see, -errno. */
+int wsfs_scan_step(WsfsScan *sc, size_t entries);
+struct json_object *wsfs_scan_take_list(WsfsScan *sc, bool *truncated);
+void wsfs_scan_take_changes(WsfsScan *sc, WsfsChange **ret, size_t *n_ret);
+/* Give up a scan (done or not); accepts NULL, returns NULL. */
+WsfsScan *wsfs_scan_free(WsfsScan *sc);
+
 /* A MIME type guessed from the file name's extension ("application/octet-stream" if none). */
 const char *wsfs_guess_mime(const char *path);

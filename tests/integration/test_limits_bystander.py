@@ -239,3 +239,65 @@ def test_open_files_and_cpu_quota(lclient, hostile):
     """), timeout_seconds=30)
     cpu = float(r.stdout)
     assert cpu < 0.8, f"2 spinning processes got {cpu:.2f} CPU-s in 1 s under a 50% quota"
+
+
+def test_a_workspace_of_many_files_holds_up_only_its_own_session(lclient, bystander, hostile):
+    # After every call sessiond walks the workspace for the files it made: here 60,000
+    # entries, about a hundred milliseconds of work, which must not stop the daemon.
+    n = 60000
+    r = lclient.run(hostile, code(f"""
+        import os
+        for d in range(60):
+            os.makedirs(f"many/{{d}}", exist_ok=True)
+            for k in range({n} // 60):
+                open(f"many/{{d}}/f{{k}}", "w").close()
+        print(sum(len(fs) for _, _, fs in os.walk("many")))
+    """), timeout_seconds=120)
+    assert r.stdout == f"{n}\n", r
+    by, idle = bystander
+    by_client = lclient.clone()
+    calls = []
+
+    def noisy():
+        c = lclient.clone()
+        for _ in range(6):
+            t0 = time.monotonic()
+            assert c.run(hostile, "pass").rc == 0
+            calls.append(time.monotonic() - t0)
+
+    t = threading.Thread(target=noisy)
+    t.start()
+    during = []
+    while t.is_alive():
+        t0 = time.monotonic()
+        assert by_client.run(by, "print(1)").stdout == "1\n"
+        during.append(time.monotonic() - t0)
+    t.join()
+    assert len(calls) == 6, calls
+    med = statistics.median(during)
+    print(f"many files: the session's own calls {statistics.median(calls) * 1000:.1f} ms; bystander "
+          f"print(1) median {med * 1000:.1f} ms, max {max(during) * 1000:.1f} ms over "
+          f"{len(during)} calls (idle {idle * 1000:.1f} ms)")
+    assert len(during) >= 6, during
+    assert med < 10 * idle, f"bystander median {med * 1000:.1f} ms vs idle {idle * 1000:.1f} ms"
+    # Walked a slice at a time, the walk still finds what a call made, and only that.
+    r = lclient.run(hostile, "open('many/30/new.txt', 'w').write('x')")
+    assert [f["filename"] for f in r.files] == ["many/30/new.txt"], r.files
+    listed = lclient.list_files(hostile)
+    assert listed.status_code == 200 and listed.parsed["truncated"] is True, listed.text[:300]
+    assert len(listed.parsed["files"]) == 10000  # list_max_entries
+    # Destroyed while a call's walk is under way: the call is still answered, and the
+    # daemon goes on (under the sanitizers, a use after free would end the run here).
+    res = {}
+
+    def last_call():
+        res["r"] = lclient.clone().exec(hostile, "code_execution", {"code": "pass"})
+
+    t = threading.Thread(target=last_call)
+    t.start()
+    time.sleep(0.03)
+    assert lclient.destroy(hostile).status_code == 204
+    t.join(30)
+    assert res["r"].status_code == 200, f"{res['r'].status_code} {res['r'].text[:300]}"
+    assert ps.check_exec_body(res["r"].parsed, "code_execution").files == []
+    assert lclient.run(by, "print(1)").stdout == "1\n"

@@ -1,0 +1,225 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Replies that wait for a walk of their session's workspace: the files a call produced,
+ * or a listing. The loop walks a slice of entries per turn, so a workspace of a hundred
+ * thousand files delays the calls on that session, not everyone's.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "session.h"
+#include "wsfs.h"
+
+/* Directory entries looked at per loop turn: a few hundred microseconds of the loop. */
+#define SCAN_SLICE 256
+
+struct ScanReply {
+	Session *s;
+	Conn *conn;	    /* who gets the reply; NULL once gone */
+	json_object *reply; /* sent when the walk is done, with what it found */
+	WsfsScan *scan;
+	char *list_path; /* a listing: the path asked for (for errors); NULL: produced files */
+	Run *run;	 /* the run whose reply this is, ended when it is sent; or NULL */
+	LoopSource *timer;
+	ScanReply *prev, *next; /* the session's */
+};
+
+/* Whether the previous scan reported this very version of the file: file times come from a
+ * coarse clock, so a file written at the end of one call can look new to the next. */
+static bool reported_before(const Session *s, const WsfsChange *c)
+{
+	for (size_t i = 0; i < s->n_reported; i++)
+		if (wsfs_change_same(&s->reported[i], c))
+			return true;
+	return false;
+}
+
+/* The files the walk found changed, as {file_id, filename}, minus those reported before. */
+static json_object *produced_json(Session *s, WsfsScan *scan)
+{
+	json_object *arr = json_object_new_array();
+	WsfsChange *changes;
+	size_t n;
+
+	wsfs_scan_take_changes(scan, &changes, &n);
+	for (size_t i = 0; i < n; i++) {
+		char id[64];
+		json_object *f;
+
+		if (reported_before(s, &changes[i]) ||
+		    store_file_id(s->m->store, s->id, changes[i].path, id, sizeof(id)) < 0)
+			continue;
+		f = json_object_new_object();
+		json_object_object_add(f, "file_id", json_object_new_string(id));
+		json_object_object_add(f, "filename", json_object_new_string(changes[i].path));
+		json_object_array_add(arr, f);
+	}
+	wsfs_changes_free(s->reported, s->n_reported);
+	s->reported = changes;
+	s->n_reported = n;
+	return arr;
+}
+
+static void scan_unlink(ScanReply *sr)
+{
+	Session *s = sr->s;
+
+	if (sr->prev)
+		sr->prev->next = sr->next;
+	else
+		s->scans = sr->next;
+	if (sr->next)
+		sr->next->prev = sr->prev;
+}
+
+static void scan_free(ScanReply *sr)
+{
+	loop_remove(sr->s->m->loop, sr->timer);
+	wsfs_scan_free(sr->scan);
+	json_object_put(sr->reply);
+	free(sr->list_path);
+	free(sr);
+}
+
+/* Send the reply with what the walk found (r: 1 done, < 0 failed). */
+static void scan_done(ScanReply *sr, int r)
+{
+	Run *run = sr->run;
+	json_object *o = sr->reply;
+
+	sr->reply = NULL;
+	if (!sr->list_path) {
+		/* Produced files are a courtesy of the reply: a failed walk reports none. */
+		json_object_object_add(o, "files",
+				       r < 0 ? json_object_new_array() : produced_json(sr->s, sr->scan));
+		sr->scan = NULL;
+	} else if (r < 0) {
+		json_object_put(o);
+		o = fs_error(r, sr->list_path);
+	} else {
+		bool truncated = false;
+
+		json_object_object_add(o, "files", wsfs_scan_take_list(sr->scan, &truncated));
+		json_object_object_add(o, "truncated", json_object_new_boolean(truncated));
+		sr->scan = NULL;
+	}
+	if (sr->conn)
+		conn_reply(sr->conn, o, NULL, 0);
+	else
+		json_object_put(o);
+	scan_unlink(sr);
+	scan_free(sr);
+	if (run)
+		run_ended(run);
+}
+
+static void on_scan_slice(Loop *l, void *data);
+
+/* Walk a slice; on to the next turn if there is more. */
+static void scan_step(ScanReply *sr)
+{
+	int r = wsfs_scan_step(sr->scan, SCAN_SLICE);
+
+	if (r == 0 && loop_add_timer(sr->s->m->loop, 0, on_scan_slice, sr, &sr->timer) == 0)
+		return;
+	scan_done(sr, r == 0 ? -ENOMEM : r);
+}
+
+static void on_scan_slice(Loop *l, void *data)
+{
+	ScanReply *sr = data;
+
+	(void)l;
+	sr->timer = NULL;
+	scan_step(sr);
+}
+
+/* Take reply over and start on the walk; the first slice runs now, which is the whole walk
+ * for most workspaces. */
+static void scan_begin(Session *s, ScanReply *sr)
+{
+	sr->s = s;
+	sr->next = s->scans;
+	if (s->scans)
+		s->scans->prev = sr;
+	s->scans = sr;
+	scan_step(sr);
+}
+
+void reply_with_produced_files(Session *s, Conn *c, json_object *reply,
+			       const struct timespec *since, Run *run)
+{
+	ScanReply *sr = calloc(1, sizeof(*sr));
+	size_t max = (size_t)s->m->cfg->produced_files_max;
+	int r = sr ? 0 : -ENOMEM;
+
+	if (r == 0 && max > 0)
+		r = wsfs_scan_changes(s->ws_fd, since, max, &sr->scan);
+	if (r < 0 || max == 0) {
+		free(sr);
+		json_object_object_add(reply, "files", json_object_new_array());
+		if (c)
+			conn_reply(c, reply, NULL, 0);
+		else
+			json_object_put(reply);
+		if (run)
+			run_ended(run);
+		return;
+	}
+	sr->conn = c;
+	sr->reply = reply;
+	sr->run = run;
+	scan_begin(s, sr);
+}
+
+void reply_with_listing(Session *s, Conn *c, json_object *reply, const char *api_path,
+			const char *rel, size_t max)
+{
+	ScanReply *sr = calloc(1, sizeof(*sr));
+	int r = sr ? 0 : -ENOMEM;
+
+	if (r == 0 && !(sr->list_path = strdup(api_path)))
+		r = -ENOMEM;
+	if (r == 0)
+		r = wsfs_scan_list(s->ws_fd, rel, max, &sr->scan);
+	if (r < 0) {
+		if (sr)
+			free(sr->list_path);
+		free(sr);
+		json_object_put(reply);
+		conn_reply(c, fs_error(r, api_path), NULL, 0);
+		return;
+	}
+	sr->conn = c;
+	sr->reply = reply;
+	scan_begin(s, sr);
+}
+
+void scans_cancel(Session *s)
+{
+	while (s->scans) {
+		ScanReply *sr = s->scans;
+
+		/* The sandbox is going: a reply goes without its files, a listing not at all.
+		 * A run's reply is the run's to end (run_abort() has). */
+		sr->run = NULL;
+		if (sr->list_path) {
+			if (sr->conn)
+				conn_reply(sr->conn,
+					   reply_error("not_found", "the session was destroyed"),
+					   NULL, 0);
+			sr->conn = NULL;
+		}
+		scan_done(sr, -ECANCELED);
+	}
+}
+
+void scans_conn_closed(Manager *m, Conn *c)
+{
+	for (Session *s = m->sessions; s; s = s->next)
+		for (ScanReply *sr = s->scans; sr; sr = sr->next)
+			if (sr->conn == c)
+				sr->conn = NULL;
+}
