@@ -727,6 +727,7 @@ class Bench:
                      target="no stalls", note=f"max {max(busy) / 1e6:.1f} ms during the refill, "
                                               f"{max(quiet) / 1e6:.1f} ms before (Python client)")
         self.row_empty_pool_creates()
+        self.row_many_files()
 
     def row_empty_pool_creates(self):
         """Creates that find the pool empty, several at once, while another session runs
@@ -776,6 +777,51 @@ class Bench:
                      peer_median=q["median"] / 1e3, peer_p99=q["p99"] / 1e3,
                      ratio_median=b["median"] / q["median"], ratio_p99=b["p99"] / q["p99"],
                      target="no stalls", note=f"max {max(busy) / 1e6:.1f} ms during the creates, "
+                                              f"{max(quiet) / 1e6:.1f} ms before (Python client)")
+
+    def row_many_files(self):
+        """A session with 100,000 files in its workspace runs `pass` in a loop (each call
+        ends with a walk for the files it made) while another session runs print(1)."""
+        import paddock_stack as ps
+        n, calls = 100000, 20
+        self.section(f"2w. a session with {n} files runs pass {calls} times, while another "
+                     f"runs print(1) every 5 ms")
+        st = ps.Stack(name="bench-manyfiles", env={"PADDOCK_LOG_LEVEL": "info"}).start()
+        noisy_calls = []
+        try:
+            h = Http(st.port)
+            probe, noisy = h.create(), h.create()
+            h.exec(probe, {"tool": "code_execution", "input": {"code": "print(1)"}})
+            make = (f"import os\nos.makedirs('many', exist_ok=True)\n"
+                    f"for k in range({n}): open(f'many/f{{k}}', 'w').close()\n")
+            h.exec(noisy, {"tool": "code_execution", "input": {"code": make}, "timeout_seconds": 300})
+
+            def noisy_loop():
+                c = Http(st.port)
+                for _ in range(calls):
+                    t0 = time.perf_counter_ns()
+                    c.exec(noisy, {"tool": "code_execution", "input": {"code": "pass"}})
+                    noisy_calls.append(time.perf_counter_ns() - t0)
+                c.close()
+
+            quiet, busy, _ = self.probe_during(st, probe, noisy_loop)
+            h.destroy(noisy)
+            h.destroy(probe)
+            h.close()
+        finally:
+            for p in st.stop():
+                self.stop_problems.append(f"many-files stack: {p}")
+        q, b, nc = stats_us(quiet), stats_us(busy), stats_us(noisy_calls)
+        self.samples["manyfiles|quiet"], self.samples["manyfiles|busy"] = quiet, busy
+        self.samples["manyfiles|noisy"] = noisy_calls
+        self.add_row(row="2w", what=f"pass in a session with {n} files", unit="ms", n=nc["n"],
+                     median=nc["median"] / 1e3, p99=nc["p99"] / 1e3,
+                     note="each call ends with a walk of the workspace for the files it made")
+        self.add_row(row="2w", what="  print(1) in another session meanwhile", unit="ms",
+                     n=b["n"], median=b["median"] / 1e3, p99=b["p99"] / 1e3, peer="same, before",
+                     peer_median=q["median"] / 1e3, peer_p99=q["p99"] / 1e3,
+                     ratio_median=b["median"] / q["median"], ratio_p99=b["p99"] / q["p99"],
+                     target="no stalls", note=f"max {max(busy) / 1e6:.1f} ms during the calls, "
                                               f"{max(quiet) / 1e6:.1f} ms before (Python client)")
 
     # -- row 3: throughput
