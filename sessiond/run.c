@@ -292,13 +292,14 @@ static const char *run_outcome(const Run *run)
 	return names[run_outcome_index(run)];
 }
 
-/* The counters a run reports, from files the session keeps open. */
-static void read_counters(Session *s, SandboxUsage *u)
+/* The counters a run reports, from files the session keeps open; the memory peak only at
+ * the end, where it is reported. */
+static void read_counters(Session *s, SandboxUsage *u, bool with_peak)
 {
 	*u = (SandboxUsage){ 0 };
 	if (!s->counters && sandbox_counters_open(s->m->env, s->rid, &s->counters) < 0)
 		return;
-	sandbox_counters_read(s->counters, u);
+	sandbox_counters_read(s->counters, u, with_peak);
 }
 
 static json_object *usage_json(Session *s, const Run *run, bool *oom)
@@ -306,7 +307,7 @@ static json_object *usage_json(Session *s, const Run *run, bool *oom)
 	SandboxUsage u = { 0 };
 	json_object *o = json_object_new_object();
 
-	read_counters(s, &u);
+	read_counters(s, &u, true);
 	*oom = u.oom_kills > run->usage0.oom_kills;
 	json_object_object_add(
 		o, "cpu_ms",
@@ -986,7 +987,7 @@ void run_start(Session *s, Conn *c, enum interp_kind kind, const char *code, con
 	run->start_real = now_real();
 	/* File times come from the coarse clock: compare like with like. */
 	clock_gettime(CLOCK_REALTIME_COARSE, &run->start_ts);
-	read_counters(s, &run->usage0);
+	read_counters(s, &run->usage0, false);
 	run->phase = RUN_STARTING;
 	s->run = run;
 	s->execution_count++;

@@ -836,7 +836,7 @@ static int pread_text(int fd, char *buf, size_t len)
 	return 0;
 }
 
-int sandbox_counters_read(SandboxCounters *c, SandboxUsage *u)
+int sandbox_counters_read(SandboxCounters *c, SandboxUsage *u, bool with_peak)
 {
 	char buf[1024];
 	uint64_t v;
@@ -848,7 +848,7 @@ int sandbox_counters_read(SandboxCounters *c, SandboxUsage *u)
 		else if (parse_key(buf, "usage_usec", &v) == 0)
 			u->cpu_ns = v * 1000;
 	}
-	if (c->peak_fd >= 0 && pread_text(c->peak_fd, buf, sizeof(buf)) == 0)
+	if (with_peak && c->peak_fd >= 0 && pread_text(c->peak_fd, buf, sizeof(buf)) == 0)
 		u->memory_peak = parse_u64(buf);
 	if (pread_text(c->oom_fd, buf, sizeof(buf)) < 0)
 		return -errno;

@@ -128,7 +128,9 @@ int sandbox_cgroup_remove_wait(SandboxEnv *env, const char *id, unsigned tries,
  */
 typedef struct SandboxCounters SandboxCounters;
 int sandbox_counters_open(SandboxEnv *env, const char *id, SandboxCounters **ret);
-int sandbox_counters_read(SandboxCounters *c, SandboxUsage *u);
+/* with_peak false: memory_peak is left 0 and its file not read (a run's start needs only
+ * the counters it subtracts at the end). */
+int sandbox_counters_read(SandboxCounters *c, SandboxUsage *u, bool with_peak);
 SandboxCounters *sandbox_counters_free(SandboxCounters *c);
 
 /* Give the sandbox the least CPU weight (background: a warm pool's sandbox starting up
