@@ -93,7 +93,8 @@ static void scan_done(ScanReply *sr, int r)
 	if (!sr->list_path) {
 		/* Produced files are a courtesy of the reply: a failed walk reports none. */
 		json_object_object_add(o, "files",
-				       r < 0 ? json_object_new_array() : produced_json(sr->s, sr->scan));
+				       r < 0 ? json_object_new_array() :
+					       produced_json(sr->s, sr->scan));
 		sr->scan = NULL;
 	} else if (r < 0) {
 		json_object_put(o);
