@@ -676,6 +676,16 @@ class Bench:
                 t.join()
         return quiet, busy, result
 
+    def add_probe_row(self, row, quiet, busy, peer, during):
+        """The probe of probe_during() while something ran, against itself before."""
+        q, b = stats_us(quiet), stats_us(busy)
+        self.add_row(row=row, what="  print(1) in another session meanwhile", unit="ms",
+                     n=b["n"], median=b["median"] / 1e3, p99=b["p99"] / 1e3, peer=peer,
+                     peer_median=q["median"] / 1e3, peer_p99=q["p99"] / 1e3,
+                     ratio_median=b["median"] / q["median"], ratio_p99=b["p99"] / q["p99"],
+                     target="no stalls", note=f"max {max(busy) / 1e6:.1f} ms {during}, "
+                                              f"{max(quiet) / 1e6:.1f} ms before (Python client)")
+
     def row_refill(self):
         """Refill capacity: take a full pool at once, time its rebuild (sandbox and Python
         started), and watch print(1) in another session meanwhile."""
@@ -714,18 +724,12 @@ class Bench:
         finally:
             for p in st.stop():
                 self.stop_problems.append(f"refill stack: {p}")
-        q, b = stats_us(quiet), stats_us(busy)
         self.samples["refill|quiet"], self.samples["refill|busy"] = quiet, busy
         self.add_row(row="2r", what=f"pool refill, {k} sandboxes with Python started", unit="/s",
                      n=built, median=built / elapsed, p99=None, target=">= 50/s on 2 cores",
                      errors=0, note=f"{k} creates took {t_taken * 1e3:.0f} ms; {built} rebuilt and "
                                     f"answering in {elapsed:.2f} s")
-        self.add_row(row="2r", what="  print(1) in another session during the refill", unit="ms",
-                     n=b["n"], median=b["median"] / 1e3, p99=b["p99"] / 1e3, peer="same, pool full",
-                     peer_median=q["median"] / 1e3, peer_p99=q["p99"] / 1e3,
-                     ratio_median=b["median"] / q["median"], ratio_p99=b["p99"] / q["p99"],
-                     target="no stalls", note=f"max {max(busy) / 1e6:.1f} ms during the refill, "
-                                              f"{max(quiet) / 1e6:.1f} ms before (Python client)")
+        self.add_probe_row("2r", quiet, busy, "same, pool full", "during the refill")
         self.row_empty_pool_creates()
         self.row_many_files()
 
@@ -767,17 +771,12 @@ class Bench:
         finally:
             for p in st.stop():
                 self.stop_problems.append(f"empty-pool stack: {p}")
-        q, b, cr = stats_us(quiet), stats_us(busy), stats_us(creates)
+        cr = stats_us(creates)
         self.samples["emptypool|quiet"], self.samples["emptypool|busy"] = quiet, busy
         self.samples["emptypool|create"] = creates
         self.add_row(row="2c", what=f"CreateSession, no pool, {k} at once", unit="ms", n=cr["n"],
                      median=cr["median"] / 1e3, p99=cr["p99"] / 1e3, errors=k * rounds - cr["n"])
-        self.add_row(row="2c", what="  print(1) in another session meanwhile", unit="ms",
-                     n=b["n"], median=b["median"] / 1e3, p99=b["p99"] / 1e3, peer="same, no creates",
-                     peer_median=q["median"] / 1e3, peer_p99=q["p99"] / 1e3,
-                     ratio_median=b["median"] / q["median"], ratio_p99=b["p99"] / q["p99"],
-                     target="no stalls", note=f"max {max(busy) / 1e6:.1f} ms during the creates, "
-                                              f"{max(quiet) / 1e6:.1f} ms before (Python client)")
+        self.add_probe_row("2c", quiet, busy, "same, no creates", "during the creates")
 
     def row_many_files(self):
         """A session with 100,000 files in its workspace runs `pass` in a loop (each call
@@ -811,18 +810,13 @@ class Bench:
         finally:
             for p in st.stop():
                 self.stop_problems.append(f"many-files stack: {p}")
-        q, b, nc = stats_us(quiet), stats_us(busy), stats_us(noisy_calls)
+        nc = stats_us(noisy_calls)
         self.samples["manyfiles|quiet"], self.samples["manyfiles|busy"] = quiet, busy
         self.samples["manyfiles|noisy"] = noisy_calls
         self.add_row(row="2w", what=f"pass in a session with {n} files", unit="ms", n=nc["n"],
                      median=nc["median"] / 1e3, p99=nc["p99"] / 1e3,
                      note="each call ends with a walk of the workspace for the files it made")
-        self.add_row(row="2w", what="  print(1) in another session meanwhile", unit="ms",
-                     n=b["n"], median=b["median"] / 1e3, p99=b["p99"] / 1e3, peer="same, before",
-                     peer_median=q["median"] / 1e3, peer_p99=q["p99"] / 1e3,
-                     ratio_median=b["median"] / q["median"], ratio_p99=b["p99"] / q["p99"],
-                     target="no stalls", note=f"max {max(busy) / 1e6:.1f} ms during the calls, "
-                                              f"{max(quiet) / 1e6:.1f} ms before (Python client)")
+        self.add_probe_row("2w", quiet, busy, "same, before", "during the calls")
 
     # -- row 3: throughput
 
