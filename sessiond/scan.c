@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cleanup.h"
 #include "log.h"
 #include "session.h"
 #include "wsfs.h"
@@ -91,20 +92,20 @@ static void scan_done(ScanReply *sr, int r)
 
 	sr->reply = NULL;
 	if (!sr->list_path) {
-		/* Produced files are a courtesy of the reply: a failed walk reports none. */
+		/* Produced files are a courtesy of the reply: a failed walk reports none (and
+		 * leaves its scan to scan_free()). */
 		json_object_object_add(o, "files",
 				       r < 0 ? json_object_new_array() :
-					       produced_json(sr->s, sr->scan));
-		sr->scan = NULL;
+					       produced_json(sr->s, TAKE_PTR(sr->scan)));
 	} else if (r < 0) {
 		json_object_put(o);
 		o = fs_error(r, sr->list_path);
 	} else {
 		bool truncated = false;
 
-		json_object_object_add(o, "files", wsfs_scan_take_list(sr->scan, &truncated));
+		json_object_object_add(o, "files",
+				       wsfs_scan_take_list(TAKE_PTR(sr->scan), &truncated));
 		json_object_object_add(o, "truncated", json_object_new_boolean(truncated));
-		sr->scan = NULL;
 	}
 	if (sr->conn)
 		conn_reply(sr->conn, o, NULL, 0);
