@@ -87,6 +87,8 @@ int session_adopt(Manager *m, const SessionRow *row)
 	ws = workspace_open(m->env, row_rid(row));
 	if (ws < 0)
 		return ws;
+	if (session_index_reserve(m, m->n_sessions + 1) < 0)
+		return -ENOMEM;
 	if (!uid_mark(m, row->uid))
 		return -EEXIST;
 	s = session_alloc(m);

@@ -58,9 +58,8 @@ static bool req_is_code(json_object *req)
  * on a node). */
 static bool session_id_taken(Manager *m, const char *id)
 {
-	for (Session *s = m->sessions; s; s = s->next)
-		if (strcmp(s->id, id) == 0)
-			return true;
+	if (session_index_find(m, id))
+		return true;
 	for (int which = 0; which < 2; which++)
 		for (CreateWait *w = m->waiting[which]; w; w = w->next) {
 			const char *want = req_string(w->req, "session_id");
@@ -253,6 +252,11 @@ static bool create_admit(Manager *m, Conn *c, json_object *req)
 		json_object_object_add(e, "retry_after",
 				       json_object_new_int64(cfg->retry_after_seconds));
 		conn_reply(c, e, NULL, 0);
+		return false;
+	}
+	/* The index has room for this one before it is promised a sandbox. */
+	if (session_index_reserve(m, m->n_sessions + create_waiting_total(m) + 1) < 0) {
+		conn_reply(c, create_error(m, req, -ENOMEM), NULL, 0);
 		return false;
 	}
 	return true;

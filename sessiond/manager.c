@@ -119,19 +119,16 @@ void uid_release(Manager *m, uid_t uid)
 
 Session *session_find(Manager *m, const char *id, const char *tenant)
 {
-	if (!id || !session_id_valid(id))
+	Session *s;
+
+	if (!id || !session_id_valid(id) || !(s = session_index_find(m, id)))
 		return NULL;
-	for (Session *s = m->sessions; s; s = s->next) {
-		if (strcmp(s->id, id) != 0)
-			continue;
-		/* Another tenant's session does not exist, as far as this caller knows. */
-		if ((s->tenant == NULL) != (tenant == NULL))
-			return NULL;
-		if (s->tenant && strcmp(s->tenant, tenant) != 0)
-			return NULL;
-		return s;
-	}
-	return NULL;
+	/* Another tenant's session does not exist, as far as this caller knows. */
+	if ((s->tenant == NULL) != (tenant == NULL))
+		return NULL;
+	if (s->tenant && strcmp(s->tenant, tenant) != 0)
+		return NULL;
+	return s;
 }
 
 /* ---- teardown ---- */
@@ -228,6 +225,7 @@ static void session_unlink(Session *s)
 	if (s->next)
 		s->next->prev = s->prev;
 	m->n_sessions--;
+	session_index_remove(m, s);
 }
 
 /* Forget a session without touching its sandbox or its row: for a restart. */
@@ -333,6 +331,8 @@ void session_link(Session *s)
 {
 	Manager *m = s->m;
 
+	if (session_index_add(m, s) < 0)
+		log_err("SESSION_ID=%s not indexed: no memory (it is reclaimed when idle)", s->id);
 	s->prev = NULL;
 	s->next = m->sessions;
 	if (m->sessions)
@@ -744,6 +744,7 @@ Manager *manager_free(Manager *m)
 	create_free_all(m);
 	pool_free_all(m);
 	zombies_drain(m);
+	session_index_free(m);
 	/* A clean stop leaves no cgroup behind. Sessions kept for the next daemon keep the
 	 * parent busy, and then it stays; with none kept it goes too. */
 	if (m->env)

@@ -135,6 +135,7 @@ struct Session {
 	struct WsfsChange *reported; /* what the last scan for produced files saw */
 	size_t n_reported;
 	uint32_t seq;	  /* last init request number */
+	uint64_t id_hash; /* of id, for the manager's index */
 	ScanReply *scans; /* replies waiting for a walk of the workspace */
 	Session *prev, *next;
 };
@@ -155,7 +156,9 @@ struct Manager {
 	Store *store;
 	SandboxEnv *env;
 	Session *sessions; /* live sessions */
-	Session *pool[2];  /* ready sandboxes: [0] Python native, [1] Python kernel tier */
+	Session **index;   /* the same by id, open addressing (index.c) */
+	size_t index_cap, index_n;
+	Session *pool[2]; /* ready sandboxes: [0] Python native, [1] Python kernel tier */
 	size_t pool_n[2];
 	LoopSource *pool_timer;	       /* the next refill step */
 	struct PoolBuild *pool_builds; /* sandboxes being built, their children setting up */
@@ -222,6 +225,14 @@ size_t pool_building_total(const Manager *m);
 int session_build_start(Manager *m, Session *s, SandboxPending *p);
 int session_build_finish(Manager *m, Session *s, SandboxPending *p, bool wait);
 void session_build_abort(Manager *m, Session *s, SandboxPending *p);
+
+/* index.c: live sessions by id */
+/* Make room for n sessions; a create or adoption reserves before it may link one. */
+int session_index_reserve(Manager *m, size_t n);
+int session_index_add(Manager *m, Session *s);
+void session_index_remove(Manager *m, const Session *s);
+Session *session_index_find(const Manager *m, const char *id);
+void session_index_free(Manager *m);
 
 /* create.c */
 void op_create(Manager *m, Conn *c, json_object *req);
