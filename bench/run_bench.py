@@ -908,6 +908,20 @@ class Bench:
             finally:
                 c.close()
 
+        # print(1) in one session, before the others exist and once they are all live: what
+        # a request pays for the sessions beside it.
+        probe_h = Http(self.stack.port)
+        probe = probe_h.create()
+        probe_h.exec(probe, body)
+        probe_file = os.path.join(self.tmp, "density_probe.json")
+        with open(probe_file, "w", encoding="utf-8") as f:
+            json.dump(body, f)
+
+        def probe_lat(key):
+            return self.http_lat(self.stack.port, "POST", f"/sessions/{probe}/exec", probe_file,
+                                 '"1\\n"', 2000, 20, key)
+
+        alone, _ = probe_lat("density|probe-alone")
         conc = 4
         th = [threading.Thread(target=worker, args=(n // conc + (i < n % conc),)) for i in range(conc)]
         for t in th:
@@ -916,6 +930,9 @@ class Bench:
             t.join()
         created_s = time.monotonic() - t0
         time.sleep(1.0)  # let the interpreters settle after their first print(1)
+        crowded, _ = probe_lat("density|probe-crowded")
+        probe_h.destroy(probe)
+        probe_h.close()
         sessions = self.admin_sessions()
         kids = children_map()
         per = []
@@ -936,6 +953,12 @@ class Bench:
                      target="<= 6 MiB; >= 1,000 sessions", errors=len(failures),
                      note=f"init + harness processes, smaps_rollup Pss; created in {created_s:.1f} s "
                           f"({live / created_s:.1f}/s with {conc} clients, each with one print(1))")
+        pa, pc = (stats_us(self.samples[f"density|probe-{k}"]) for k in ("alone", "crowded"))
+        self.add_row(row="4", what=f"  print(1) with {live} sessions live", unit="us", n=pc["n"],
+                     median=pc["median"], p99=pc["p99"], peer="same, before they were created",
+                     peer_median=pa["median"], peer_p99=pa["p99"],
+                     ratio_median=pc["median"] / pa["median"], ratio_p99=pc["p99"] / pa["p99"],
+                     errors=alone["errors"] + crowded["errors"])
         self.add_row(row="4", what="  MemAvailable drop per session", unit="MiB", n=live,
                      median=(mem0 - mem1) / max(live, 1) / 1024, p99=None,
                      note="includes kernel objects (netns, mounts, cgroup, page tables); noisy on a "
