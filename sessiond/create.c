@@ -19,6 +19,10 @@ struct CreateWait {
 	Conn *conn;
 	json_object *req; /* the request, one reference held */
 	struct CreateWait *next;
+	/* Creates for the same id that came meanwhile (linked by next): once this one is
+	 * answered they get what a create for an existing id gets ("exists", which the code
+	 * plane takes as "there it is"), or this one's error. */
+	struct CreateWait *followers;
 };
 
 /* <node>-<22 chars of base64url>: 128 random bits, URL-safe, routable by prefix. */
@@ -54,20 +58,17 @@ static bool req_is_code(json_object *req)
 	return plane && strcmp(plane, "code") == 0;
 }
 
-/* Whether any tenant holds this id, or a waiting create asked for it (ids are unique
- * on a node). */
-static bool session_id_taken(Manager *m, const char *id)
+/* The waiting create that asked for this id, if any. */
+static CreateWait *waiting_for_id(Manager *m, const char *id)
 {
-	if (session_index_find(m, id))
-		return true;
 	for (int which = 0; which < 2; which++)
 		for (CreateWait *w = m->waiting[which]; w; w = w->next) {
 			const char *want = req_string(w->req, "session_id");
 
 			if (want && strcmp(want, id) == 0)
-				return true;
+				return w;
 		}
-	return false;
+	return NULL;
 }
 
 size_t create_waiting_total(const Manager *m)
@@ -120,8 +121,9 @@ static json_object *create_error(const Manager *m, json_object *req, int r)
 	return e;
 }
 
-/* s, just taken from the pool, becomes the session req asked for; c gets the answer. */
-static void create_finish(Manager *m, Conn *c, json_object *req, Session *s)
+/* s, just taken from the pool, becomes the session req asked for; c gets the answer.
+ * 0 when the session is there, else the error c got. */
+static int create_finish(Manager *m, Conn *c, json_object *req, Session *s)
 {
 	const PaddockConfig *cfg = m->cfg;
 	const char *want_id = req_string(req, "session_id");
@@ -143,7 +145,7 @@ static void create_finish(Manager *m, Conn *c, json_object *req, Session *s)
 	if (r < 0) {
 		session_destroy(s, "setup failed");
 		conn_reply(c, create_error(m, req, r), NULL, 0);
-		return;
+		return r;
 	}
 	if (code) {
 		idle_default = kernel ? cfg->kernel_idle_timeout : cfg->code_idle_timeout;
@@ -182,12 +184,13 @@ static void create_finish(Manager *m, Conn *c, json_object *req, Session *s)
 		session_destroy(s, "store failed");
 		conn_reply(c, reply_error("internal", "the session could not be recorded"), NULL,
 			   0);
-		return;
+		return r;
 	}
 	log_info("SESSION_ID=%s created uid=%u init_pid=%d tenant=%s sandbox=%s", s->id, s->uid,
 		 s->sb.pid, s->tenant ?: "-", s->rid);
 	pool_schedule(m);
 	conn_reply(c, session_handle(s), NULL, 0);
+	return 0;
 }
 
 /* The limits a create must pass before it may have or wait for a sandbox; replies and
@@ -204,7 +207,7 @@ static bool create_admit(Manager *m, Conn *c, json_object *req)
 			   NULL, 0);
 		return false;
 	}
-	if (want_id && session_id_taken(m, want_id)) {
+	if (want_id && session_index_find(m, want_id)) {
 		conn_reply(c, reply_error("exists", "a session with this id exists"), NULL, 0);
 		return false;
 	}
@@ -262,13 +265,34 @@ static bool create_admit(Manager *m, Conn *c, json_object *req)
 	return true;
 }
 
+static CreateWait *waiting_new(Manager *m, Conn *c, json_object *req)
+{
+	CreateWait *w = calloc(1, sizeof(*w));
+
+	if (!w) {
+		conn_reply(c, create_error(m, req, -ENOMEM), NULL, 0);
+		return NULL;
+	}
+	*w = (CreateWait){ .conn = c, .req = json_object_get(req) };
+	return w;
+}
+
 void op_create(Manager *m, Conn *c, json_object *req)
 {
+	const char *want_id = req_string(req, "session_id");
 	bool kernel = req_bool(req, "kernel");
 	int which = kernel ? POOL_KERNEL : POOL_NATIVE;
-	CreateWait *w, **tail;
+	CreateWait *w, *leader = want_id ? waiting_for_id(m, want_id) : NULL, **tail;
 	Session *s;
 
+	if (leader) {
+		/* Another create for this id waits for its sandbox: answer this one after it. */
+		if ((w = waiting_new(m, c, req))) {
+			w->next = leader->followers;
+			leader->followers = w;
+		}
+		return;
+	}
 	if (!create_admit(m, c, req))
 		return;
 	s = pool_take(m, kernel);
@@ -276,12 +300,8 @@ void op_create(Manager *m, Conn *c, json_object *req)
 		create_finish(m, c, req, s);
 		return;
 	}
-	w = calloc(1, sizeof(*w));
-	if (!w) {
-		conn_reply(c, create_error(m, req, -ENOMEM), NULL, 0);
+	if (!(w = waiting_new(m, c, req)))
 		return;
-	}
-	*w = (CreateWait){ .conn = c, .req = json_object_get(req) };
 	/* First come, first served. */
 	for (tail = &m->waiting[which]; *tail; tail = &(*tail)->next)
 		;
@@ -299,10 +319,29 @@ static CreateWait *waiting_pop(Manager *m, int which)
 	return w;
 }
 
+/* Free w and its followers, unanswered (their workers have gone, or the daemon stops). */
 static void waiting_free(CreateWait *w)
 {
+	while (w->followers) {
+		CreateWait *f = w->followers;
+
+		w->followers = f->next;
+		waiting_free(f);
+	}
 	json_object_put(w->req);
 	free(w);
+}
+
+/* w was answered (r: 0, its session is there; else its error): its followers get theirs,
+ * then it goes. */
+static void waiting_done(Manager *m, CreateWait *w, int r)
+{
+	for (CreateWait *f = w->followers; f; f = f->next)
+		conn_reply(f->conn,
+			   r == 0 ? reply_error("exists", "a session with this id exists") :
+				    create_error(m, f->req, r),
+			   NULL, 0);
+	waiting_free(w);
 }
 
 void create_serve_waiting(Manager *m, int which)
@@ -312,8 +351,7 @@ void create_serve_waiting(Manager *m, int which)
 	while (m->waiting[which] && (s = pool_take(m, which == POOL_KERNEL))) {
 		CreateWait *w = waiting_pop(m, which);
 
-		create_finish(m, w->conn, w->req, s);
-		waiting_free(w);
+		waiting_done(m, w, create_finish(m, w->conn, w->req, s));
 	}
 }
 
@@ -330,7 +368,24 @@ void create_fail_waiting(Manager *m, int which, int r)
 	*pp = NULL;
 	m->n_waiting[which]--;
 	conn_reply(w->conn, create_error(m, w->req, r), NULL, 0);
-	waiting_free(w);
+	waiting_done(m, w, r);
+}
+
+/* Drop the followers of w whose worker is c. */
+static void followers_conn_closed(CreateWait *w, Conn *c)
+{
+	CreateWait **pp = &w->followers;
+
+	while (*pp) {
+		CreateWait *f = *pp;
+
+		if (f->conn == c) {
+			*pp = f->next;
+			waiting_free(f);
+		} else {
+			pp = &f->next;
+		}
+	}
 }
 
 void create_conn_closed(Manager *m, Conn *c)
@@ -339,16 +394,27 @@ void create_conn_closed(Manager *m, Conn *c)
 		CreateWait **pp = &m->waiting[which];
 
 		while (*pp) {
-			CreateWait *w = *pp;
+			CreateWait *w = *pp, *heir;
 
+			followers_conn_closed(w, c);
 			if (w->conn != c) {
 				pp = &w->next;
 				continue;
 			}
 			/* Its build goes on: the sandbox joins the pool, or is let go if the
-			 * pool is full (pool.c). */
-			*pp = w->next;
-			m->n_waiting[which]--;
+			 * pool is full (pool.c). A follower takes its place in the queue. */
+			heir = w->followers;
+			if (heir) {
+				w->followers = heir->next;
+				heir->followers = w->followers;
+				w->followers = NULL;
+				heir->next = w->next;
+				*pp = heir;
+				pp = &heir->next;
+			} else {
+				*pp = w->next;
+				m->n_waiting[which]--;
+			}
 			waiting_free(w);
 		}
 	}

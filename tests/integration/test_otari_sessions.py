@@ -210,7 +210,7 @@ def sandboxes_frozen(st, sid):
 
 
 def test_a_create_waiting_for_its_sandbox_holds_up_no_one(stacks):
-    st = stacks.get("no-pool", {"PADDOCK_POOL_SIZE": "0", "PADDOCK_MAX_SESSIONS": "4"})
+    st = stacks.get("no-pool", {"PADDOCK_POOL_SIZE": "0", "PADDOCK_MAX_SESSIONS": "5"})
     c = ps.Client(st)
     sock = os.path.join(st.run_dir, "sessiond.sock")
     from proto_client import SessiondClient
@@ -224,46 +224,55 @@ def test_a_create_waiting_for_its_sandbox_holds_up_no_one(stacks):
     live = c.new_session()  # built for its create: the pool is empty
     assert c.run(live, "print(1)").stdout == "1\n"
     answers = {}
-    dup = "dup-" + st.node_name
-    st.session_ids.add(dup)
+    dup, heir = "dup-" + st.node_name, "heir-" + st.node_name
+    st.session_ids.update((dup, heir))
 
     def http_create():
         answers["http"] = c.create()
 
-    def daemon_create():
-        answers["daemon"] = SessiondClient(sock, timeout=30).call(
-            {"op": "create", "session_id": dup})[0]
+    def daemon_create(key, sid):
+        answers[key] = SessiondClient(sock, timeout=30).call({"op": "create", "session_id": sid})[0]
 
-    quitter = SessiondClient(sock, timeout=30)
-    threads = [threading.Thread(target=http_create), threading.Thread(target=daemon_create)]
+    def start(target, *args):
+        t = threading.Thread(target=target, args=args)
+        t.start()
+        return t
+
+    quitters = [SessiondClient(sock, timeout=30) for _ in range(2)]
     with sandboxes_frozen(st, live):
-        for t in threads:
-            t.start()
+        threads = [start(http_create), start(daemon_create, "daemon", dup)]
         waiting_is(2)
-        # A third waits too, and its worker goes away before the sandbox is ready.
-        quitter.send({"op": "create"})
-        waiting_is(3)
+        # Two more wait, and their workers go away before their sandboxes are ready; the
+        # second has a follower (another create for its id), which takes its place.
+        quitters[0].send({"op": "create"})
+        quitters[1].send({"op": "create", "session_id": heir})
+        waiting_is(4)
         # The daemon answers everyone else meanwhile, within the usual limits.
         info = st.daemon_call({"op": "session_info", "session_id": live})
         assert info["ok"] and info["session_id"] == live, info
-        r = st.daemon_call({"op": "create", "session_id": dup})
-        assert r["error"] == "exists", r
-        r = c.create()  # 1 live + 3 waiting: the limit of 4
+        # A second create for a waiting id is answered after the first, as for an id that
+        # exists (the code plane takes that as "there it is"), not before it is.
+        threads += [start(daemon_create, "second", dup), start(daemon_create, "heir", heir)]
+        r = c.create()  # 1 live + 4 waiting: the limit of 5
         assert r.status_code == 503, f"{r.status_code} {r.text[:300]}"
-        quitter.close()
-        waiting_is(2)
-        assert [t.is_alive() for t in threads] == [True, True]
+        for q in quitters:
+            q.close()
+        waiting_is(3)
+        assert [t.is_alive() for t in threads] == [True] * 4
     for t in threads:
         t.join(30)
+    assert answers["second"]["error"] == "exists", answers["second"]
     assert answers["http"].status_code == 201, answers["http"].text[:300]
-    assert answers["daemon"]["ok"] and answers["daemon"]["session_id"] == dup, answers
-    for sid in (answers["http"].parsed["session_id"], dup, live):
+    for key, sid in (("daemon", dup), ("heir", heir)):
+        assert answers[key]["ok"] and answers[key]["session_id"] == sid, answers
+    mine = [answers["http"].parsed["session_id"], dup, heir, live]
+    for sid in mine:
         assert c.run(sid, f"print({sid!r})").stdout == sid + "\n"
-    # The quitter's sandbox, built for no one into a pool of 0, is let go.
+    # The first quitter's sandbox, built for no one into a pool of 0, is let go.
     ps.wait_for(lambda: stats()["pool_building"] == 0 and stats()["pool_ready"] == 0, 15,
                 "the unclaimed sandbox to be let go")
-    assert stats()["sessions"] == 3 and stats()["creates_waiting"] == 0
-    for sid in (answers["http"].parsed["session_id"], dup, live):
+    assert stats()["sessions"] == 4 and stats()["creates_waiting"] == 0
+    for sid in mine:
         assert c.destroy(sid).status_code == 204
 
 
