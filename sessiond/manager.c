@@ -372,14 +372,12 @@ int session_build_start(Manager *m, Session *s, SandboxPending *p)
 	return r;
 }
 
-/* Once p's child is init: s gets its running sandbox. wait and -EAGAIN as for
- * sandbox_spawn_finish(). On failure s holds nothing but what it came with. */
-int session_build_finish(Manager *m, Session *s, SandboxPending *p, bool wait)
+/* Once p's child is init (its sync fd is readable, so this does not wait): s gets its
+ * running sandbox. On failure s holds nothing but what it came with. */
+int session_build_finish(Manager *m, Session *s, SandboxPending *p)
 {
-	int r = sandbox_spawn_finish(m->env, p, wait, &s->sb);
+	int r = sandbox_spawn_finish(m->env, p, true, &s->sb);
 
-	if (r == -EAGAIN)
-		return r;
 	if (r == 0) {
 		/* The child made the workspace; file calls go through this fd. */
 		s->ws_fd = workspace_open(m->env, s->rid);

@@ -156,7 +156,7 @@ static void pool_build_complete(PoolBuild *b)
 	/* Off the loop before finishing closes the fd: children cloned meanwhile may still
 	 * hold a copy of it, and epoll would go on reporting it. */
 	pool_build_unlink(b);
-	r = session_build_finish(m, s, &b->p, true);
+	r = session_build_finish(m, s, &b->p);
 	pool_build_free(b, r < 0);
 	if (r < 0) {
 		create_fail_waiting(m, which, r);

@@ -99,7 +99,8 @@ static void scan_done(ScanReply *sr, int r)
 					       produced_json(sr->s, TAKE_PTR(sr->scan)));
 	} else if (r < 0) {
 		json_object_put(o);
-		o = fs_error(r, sr->list_path);
+		o = r == -ECANCELED ? reply_error("not_found", "the session was destroyed") :
+				      fs_error(r, sr->list_path);
 	} else {
 		bool truncated = false;
 
@@ -207,13 +208,6 @@ void scans_cancel(Session *s)
 		/* The sandbox is going: a reply goes without its files, a listing not at all.
 		 * A run's reply is the run's to end (run_abort() has). */
 		sr->run = NULL;
-		if (sr->list_path) {
-			if (sr->conn)
-				conn_reply(sr->conn,
-					   reply_error("not_found", "the session was destroyed"),
-					   NULL, 0);
-			sr->conn = NULL;
-		}
 		scan_done(sr, -ECANCELED);
 	}
 }

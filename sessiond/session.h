@@ -223,7 +223,7 @@ void pool_free_all(Manager *m);
 /* Warm sandboxes whose children are still setting up, both kinds. */
 size_t pool_building_total(const Manager *m);
 int session_build_start(Manager *m, Session *s, SandboxPending *p);
-int session_build_finish(Manager *m, Session *s, SandboxPending *p, bool wait);
+int session_build_finish(Manager *m, Session *s, SandboxPending *p);
 void session_build_abort(Manager *m, Session *s, SandboxPending *p);
 
 /* index.c: live sessions by id */
