@@ -15,6 +15,7 @@ Writes bench/results/<date>_<time>_<kernel>.{md,json,png} and prints the table.
 """
 
 import argparse
+import contextlib
 import datetime
 import http.client
 import json
@@ -676,8 +677,27 @@ class Bench:
                 t.join()
         return quiet, busy, result
 
-    def add_probe_row(self, row, quiet, busy, peer, during):
-        """The probe of probe_during() while something ran, against itself before."""
+    @contextlib.contextmanager
+    def probe_stack(self, name, env, what):
+        """A stack of its own with a session that has run print(1), the probe for
+        probe_during(); both go when the block ends, the stack's problems noted."""
+        import paddock_stack as ps
+        st = ps.Stack(name=name, env={"PADDOCK_LOG_LEVEL": "info", **env}).start()
+        try:
+            h = Http(st.port)
+            probe = h.create()
+            h.exec(probe, {"tool": "code_execution", "input": {"code": "print(1)"}})
+            yield st, h, probe
+            h.destroy(probe)
+            h.close()
+        finally:
+            for p in st.stop():
+                self.stop_problems.append(f"{what} stack: {p}")
+
+    def add_probe_row(self, row, key, quiet, busy, peer, during):
+        """The probe of probe_during() while something ran, against itself before; its
+        samples are kept under key."""
+        self.samples[f"{key}|quiet"], self.samples[f"{key}|busy"] = quiet, busy
         q, b = stats_us(quiet), stats_us(busy)
         self.add_row(row=row, what="  print(1) in another session meanwhile", unit="ms",
                      n=b["n"], median=b["median"] / 1e3, p99=b["p99"] / 1e3, peer=peer,
@@ -689,18 +709,12 @@ class Bench:
     def row_refill(self):
         """Refill capacity: take a full pool at once, time its rebuild (sandbox and Python
         started), and watch print(1) in another session meanwhile."""
-        import paddock_stack as ps
         k = self.args.refill
         self.section(f"2r. pool refill: {k} warm sandboxes taken at once, rebuilt while a "
                      f"session runs print(1) every 5 ms")
-        st = ps.Stack(name="bench-refill", env={"PADDOCK_LOG_LEVEL": "info",
-                                                "PADDOCK_POOL_SIZE": str(k),
-                                                "PADDOCK_MAX_SESSIONS": str(2 * k + 16)}).start()
         taken = []
-        try:
-            h = Http(st.port)
-            probe = h.create()
-            h.exec(probe, {"tool": "code_execution", "input": {"code": "print(1)"}})
+        env = {"PADDOCK_POOL_SIZE": str(k), "PADDOCK_MAX_SESSIONS": str(2 * k + 16)}
+        with self.probe_stack("bench-refill", env, "refill") as (st, h, probe):
             self.wait_pool_started(st, k)
             before = self.stats(st)
 
@@ -719,36 +733,23 @@ class Bench:
 
             quiet, busy, (t_taken, after, elapsed) = self.probe_during(st, probe, take_all_and_wait)
             built = after.get("pool_built", 0) - before.get("pool_built", 0)
-            h.destroy(probe)
-            h.close()
-        finally:
-            for p in st.stop():
-                self.stop_problems.append(f"refill stack: {p}")
-        self.samples["refill|quiet"], self.samples["refill|busy"] = quiet, busy
         self.add_row(row="2r", what=f"pool refill, {k} sandboxes with Python started", unit="/s",
                      n=built, median=built / elapsed, p99=None, target=">= 50/s on 2 cores",
                      errors=0, note=f"{k} creates took {t_taken * 1e3:.0f} ms; {built} rebuilt and "
                                     f"answering in {elapsed:.2f} s")
-        self.add_probe_row("2r", quiet, busy, "same, pool full", "during the refill")
+        self.add_probe_row("2r", "refill", quiet, busy, "same, pool full", "during the refill")
         self.row_empty_pool_creates()
         self.row_many_files()
 
     def row_empty_pool_creates(self):
         """Creates that find the pool empty, several at once, while another session runs
         print(1): each waits for a sandbox built for it; the others should not."""
-        import paddock_stack as ps
         k, rounds = 8, 5
         self.section(f"2c. {rounds} rounds of {k} concurrent creates with no pool, while a "
                      f"session runs print(1) every 5 ms")
-        st = ps.Stack(name="bench-emptypool", env={"PADDOCK_LOG_LEVEL": "info",
-                                                   "PADDOCK_POOL_SIZE": "0",
-                                                   "PADDOCK_MAX_SESSIONS": str(k + 4)}).start()
         creates = []
-        try:
-            h = Http(st.port)
-            probe = h.create()
-            h.exec(probe, {"tool": "code_execution", "input": {"code": "print(1)"}})
-
+        env = {"PADDOCK_POOL_SIZE": "0", "PADDOCK_MAX_SESSIONS": str(k + 4)}
+        with self.probe_stack("bench-emptypool", env, "empty-pool") as (st, h, probe):
             def one(out):
                 c = Http(st.port)
                 t0 = time.perf_counter_ns()
@@ -766,31 +767,21 @@ class Bench:
                         t.join()
 
             quiet, busy, _ = self.probe_during(st, probe, rounds_of_creates)
-            h.destroy(probe)
-            h.close()
-        finally:
-            for p in st.stop():
-                self.stop_problems.append(f"empty-pool stack: {p}")
         cr = stats_us(creates)
-        self.samples["emptypool|quiet"], self.samples["emptypool|busy"] = quiet, busy
         self.samples["emptypool|create"] = creates
         self.add_row(row="2c", what=f"CreateSession, no pool, {k} at once", unit="ms", n=cr["n"],
                      median=cr["median"] / 1e3, p99=cr["p99"] / 1e3, errors=k * rounds - cr["n"])
-        self.add_probe_row("2c", quiet, busy, "same, no creates", "during the creates")
+        self.add_probe_row("2c", "emptypool", quiet, busy, "same, no creates", "during the creates")
 
     def row_many_files(self):
         """A session with 100,000 files in its workspace runs `pass` in a loop (each call
         ends with a walk for the files it made) while another session runs print(1)."""
-        import paddock_stack as ps
         n, calls = 100000, 20
         self.section(f"2w. a session with {n} files runs pass {calls} times, while another "
                      f"runs print(1) every 5 ms")
-        st = ps.Stack(name="bench-manyfiles", env={"PADDOCK_LOG_LEVEL": "info"}).start()
         noisy_calls = []
-        try:
-            h = Http(st.port)
-            probe, noisy = h.create(), h.create()
-            h.exec(probe, {"tool": "code_execution", "input": {"code": "print(1)"}})
+        with self.probe_stack("bench-manyfiles", {}, "many-files") as (st, h, probe):
+            noisy = h.create()
             make = (f"import os\nos.makedirs('many', exist_ok=True)\n"
                     f"for k in range({n}): open(f'many/f{{k}}', 'w').close()\n")
             h.exec(noisy, {"tool": "code_execution", "input": {"code": make}, "timeout_seconds": 300})
@@ -805,18 +796,12 @@ class Bench:
 
             quiet, busy, _ = self.probe_during(st, probe, noisy_loop)
             h.destroy(noisy)
-            h.destroy(probe)
-            h.close()
-        finally:
-            for p in st.stop():
-                self.stop_problems.append(f"many-files stack: {p}")
         nc = stats_us(noisy_calls)
-        self.samples["manyfiles|quiet"], self.samples["manyfiles|busy"] = quiet, busy
         self.samples["manyfiles|noisy"] = noisy_calls
         self.add_row(row="2w", what=f"pass in a session with {n} files", unit="ms", n=nc["n"],
                      median=nc["median"] / 1e3, p99=nc["p99"] / 1e3,
                      note="each call ends with a walk of the workspace for the files it made")
-        self.add_probe_row("2w", quiet, busy, "same, before", "during the calls")
+        self.add_probe_row("2w", "manyfiles", quiet, busy, "same, before", "during the calls")
 
     # -- row 3: throughput
 
