@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Bench driver: keep-alive HTTP latency, harnesses driven over their pipes, process start times. */
+/* Bench driver: keep-alive HTTP latency, harnesses driven over their pipes, process start times,
+ * and the bare cost of one more hop between two processes. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -27,7 +29,7 @@
 
 /* What one measurement loop is asked to do. */
 struct opts {
-	const char *mode;		  /* "http", "sessiond", "harness" or "spawn" */
+	const char *mode;		  /* "http", "sessiond", "harness", "spawn" or "hop" */
 	int port;			  /* http: nginx's loopback port */
 	const char *method;		  /* http: request method */
 	const char *path;		  /* http: request target */
@@ -40,6 +42,7 @@ struct opts {
 	const char *lib;		  /* harness: dir with harness.py and harness.bash */
 	const char *code;		  /* harness: the code each request runs */
 	const char *workdir;		  /* harness: the interpreters' cwd */
+	int size;			  /* hop: bytes each way */
 	int procs;	 /* harness: interpreters driven at once, one thread each */
 	long count;	 /* requests (or spawns) per thread, at most */
 	double seconds;	 /* wall time per thread, at most */
@@ -682,6 +685,76 @@ static void harness_start_loop(struct worker *w)
 	free(out);
 }
 
+/* ---- one hop: a request and its reply between two processes, and nothing else ---- */
+
+/* The far end of the hop: waits in epoll, as an event loop does, and answers each request
+ * with as many bytes as it got. */
+static _Noreturn void hop_echo(int fd, size_t size)
+{
+	char *buf = malloc(size);
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	struct epoll_event ev = { .events = EPOLLIN };
+
+	if (!buf || ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0)
+		_exit(1);
+	for (;;) {
+		if (epoll_wait(ep, &ev, 1, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			_exit(1);
+		}
+		if (read_all(fd, buf, size) < 0)
+			_exit(0);
+		if (write_all(fd, buf, size) < 0)
+			_exit(1);
+	}
+}
+
+/* The round trip one more process on a request's path costs at least: a unix stream socket,
+ * a blocking client, an epoll loop on the other end, a request and reply of o->size bytes. */
+static void hop_loop(struct worker *w)
+{
+	const struct opts *o = w->o;
+	size_t size = (size_t)o->size;
+	char *buf = calloc(1, size);
+	int sv[2], status;
+	uint64_t t_start = 0, t_end = 0;
+	pid_t pid;
+
+	if (!buf || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		die("hop setup");
+	pid = fork();
+	if (pid < 0)
+		die("fork");
+	if (pid == 0) {
+		close(sv[0]);
+		hop_echo(sv[1], size);
+	}
+	close(sv[1]);
+	for (long i = 0; w->n < o->count; i++) {
+		uint64_t t0;
+		int r;
+
+		if (i == o->warmup) {
+			t_start = now_ns();
+			t_end = t_start + (uint64_t)(o->seconds * 1e9);
+		}
+		if (i >= o->warmup && now_ns() > t_end)
+			break;
+		t0 = now_ns();
+		r = write_all(sv[0], buf, size) < 0 || read_all(sv[0], buf, size) < 0 ? -1 : 0;
+		if (r < 0)
+			die("hop");
+		if (i >= o->warmup)
+			w->samples[w->n++] = now_ns() - t0;
+	}
+	w->elapsed = (double)(now_ns() - t_start) / 1e9;
+	close(sv[0]);
+	if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status))
+		w->errors++;
+	free(buf);
+}
+
 /* ---- main ---- */
 
 static void usage(void)
@@ -691,6 +764,7 @@ static void usage(void)
 	      "       pdload harness --kind python|bash --lib DIR --code CODE [--procs K]\n"
 	      "       pdload harness-start --kind python|bash --lib DIR --code CODE\n"
 	      "       pdload spawn -- COMMAND...\n"
+	      "       pdload hop [--size BYTES] (a request and reply to a child process)\n"
 	      "common: -n COUNT -t SECONDS [--warmup W] [--expect TEXT] [--out FILE]\n"
 	      "Prints one JSON line: count, errors, elapsed seconds, requests per second.\n",
 	      stderr);
@@ -714,6 +788,7 @@ static void parse(int argc, char **argv, struct opts *o)
 		{ "warmup", required_argument, NULL, 'w' },
 		{ "out", required_argument, NULL, 'o' },
 		{ "workdir", required_argument, NULL, 'd' },
+		{ "size", required_argument, NULL, 's' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -728,7 +803,8 @@ static void parse(int argc, char **argv, struct opts *o)
 			    .seconds = 10,
 			    .kind = "python",
 			    .code = "print(1)",
-			    .workdir = "/tmp" };
+			    .workdir = "/tmp",
+			    .size = 200 };
 	optind = 2;
 	while ((c = getopt_long(argc, argv, "n:t:", longs, NULL)) != -1) {
 		switch (c) {
@@ -750,13 +826,15 @@ static void parse(int argc, char **argv, struct opts *o)
 		case 'w': o->warmup = atol(optarg); break;
 		case 'o': o->out = optarg; break;
 		case 'd': o->workdir = optarg; break;
+		case 's': o->size = atoi(optarg); break;
 		case 'n': o->count = atol(optarg); break;
 		case 't': o->seconds = atof(optarg); break;
 		default: usage();
 		}
 	}
 	o->argv = argv + optind;
-	if (o->procs < 1 || o->procs > MAX_PROCS || o->count < 1)
+	if (o->procs < 1 || o->procs > MAX_PROCS || o->count < 1 || o->size < 1 ||
+	    o->size > (int)IOBUF)
 		usage();
 	if (!strcmp(o->mode, "spawn") && !o->argv[0])
 		usage();
@@ -814,6 +892,8 @@ int main(int argc, char **argv)
 		sessiond_worker(&ws[0]);
 	} else if (!strcmp(o.mode, "spawn")) {
 		spawn_loop(&ws[0]);
+	} else if (!strcmp(o.mode, "hop")) {
+		hop_loop(&ws[0]);
 	} else if (!strcmp(o.mode, "harness-start")) {
 		harness_start_loop(&ws[0]);
 	} else if (!strcmp(o.mode, "harness")) {

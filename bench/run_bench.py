@@ -403,7 +403,7 @@ class Bench:
                 json.dump({**sdreq, "session_id": sid}, f)
             reply = self.http.exec(sid, req)
             assert expect.encode() in reply, (name, reply[:300])
-            errs = {"paddock": 0, "harness": 0, "relay": 0, "return200": 0, "sessiond": 0}
+            errs = {"paddock": 0, "harness": 0, "relay": 0, "return200": 0, "sessiond": 0, "hop": 0}
             meters = {k: CpuMeter(a.warmup) for k in ("paddock", "harness", "relay")}
             groups = self.cpu_groups()
             for _ in range(a.rounds):
@@ -424,11 +424,15 @@ class Bench:
                                    "--body", sd_file, "--expect", expect, "-n", a.n, "-t", a.seconds,
                                    "--warmup", a.warmup, key=f"{name}|sessiond")
                 errs["sessiond"] += s["errors"]
+                s, _ = self.pdload("hop", "--size", os.path.getsize(sd_file), "-n", a.n, "-t", a.seconds,
+                                   "--warmup", a.warmup, key=f"{name}|hop")
+                errs["hop"] += s["errors"]
             p = stats_us(self.samples[f"{name}|paddock"])
             h = stats_us(self.samples[f"{name}|harness"]) if kind else {"median": 0.0, "p99": 0.0, "n": 0}
             r = stats_us(self.samples[f"{name}|relay"])
             n200 = stats_us(self.samples[f"{name}|return200"])
             sd = stats_us(self.samples[f"{name}|sessiond"])
+            hop = stats_us(self.samples[f"{name}|hop"])
             floor_med = h["median"] + r["median"]
             floor_p99 = h["p99"] + r["p99"]
             note = ("floor = harness over its pipes (same argv, no sandbox) + the same nginx config "
@@ -454,6 +458,7 @@ class Bench:
                          n=sd["n"], median=sd["median"], p99=sd["p99"], errors=errs["sessiond"],
                          note="where the time goes, not a floor: paddock minus this is nginx and the "
                               "worker; this minus floor (a) is sessiond and the sandbox")
+            self.hop_rows(p, floor_med, hop, errs["hop"])
             self.cpu_rows(name, meters, kind)
         self.http.destroy(sid)
         # Cross-check of floor (a) with bench/harness_floor.py (a Python driver; its own argv).
@@ -472,6 +477,27 @@ class Bench:
                              n=v.get("iterations"), median=v.get("median_us"), p99=v.get("p99_us"),
                              note="Python driver (adds its own overhead) and the harness's "
                                   "documented argv; pdload (C) gives floor (a) above")
+
+    def hop_rows(self, p, floor_med, hop, errors):
+        """Rows 1f and 1g: the one hop paddock's chain has beyond its floor (worker to
+        sessiond), measured bare, and what the 1.25x target leaves for everything else.
+
+        The floor's two parts already hold nginx and a FastCGI program, and a client driving
+        the harness over its pipes (sessiond's part); the chain adds one request and reply
+        between two processes. 1g compares the time paddock adds beyond the floor and that
+        hop with the time the target allows for it."""
+        self.add_row(row="1f", what="  one more hop, bare (pdload hop)",
+                     unit="us", n=hop["n"], median=hop["median"], p99=hop["p99"], errors=errors,
+                     note="pdload hop: a unix stream socket, the size of the call to sessiond "
+                          "each way, no work at the far end")
+        room = 0.25 * floor_med - hop["median"]
+        spent = p["median"] - floor_med - hop["median"]
+        self.add_row(row="1g", what="  paddock's own work: median - floor - hop",
+                     unit="us", median=spent, p99=None, peer="room at 1.25x the floor",
+                     peer_median=room, ratio_median=spent / room if room > 0 else None,
+                     note="medians: paddock - floor - hop, against 0.25 x floor - hop; the "
+                          "worker's and sessiond's own work (JSON in and out, accounting, "
+                          "the produced-files walk, their syscalls and wake-ups)")
 
     def cpu_groups(self):
         """The processes whose CPU row 1e counts: paddock's chain and the relay's."""
