@@ -104,6 +104,8 @@ int session_adopt(Manager *m, const SessionRow *row)
 	snprintf(s->id, sizeof(s->id), "%s", row->id);
 	snprintf(s->rid, sizeof(s->rid), "%s", row_rid(row));
 	s->uid = row->uid;
+	/* The daemon before may have handed it out while it started, at the least weight. */
+	s->cpu_background = true;
 	s->created_at = row->created_at;
 	s->last_activity_at = row->last_activity_at;
 	s->idle_timeout = row->idle_timeout;

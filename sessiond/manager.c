@@ -360,6 +360,9 @@ int session_build_start(Manager *m, Session *s, SandboxPending *p)
 		.workspace_bytes = m->cfg->workspace_bytes,
 		.tmp_bytes = m->cfg->tmp_bytes,
 		.nofile = m->cfg->nofile_max,
+		/* Every sandbox is built ahead of the call that will use it: until someone
+		 * calls it (session_cpu_foreground), live sessions come first. */
+		.cpu_background = true,
 	};
 	int r;
 
@@ -369,6 +372,8 @@ int session_build_start(Manager *m, Session *s, SandboxPending *p)
 	r = sandbox_spawn_start(m->env, s->rid, s->uid, s->uid, &lim, p);
 	if (r < 0)
 		uid_release(m, s->uid);
+	else
+		s->cpu_background = true;
 	return r;
 }
 

@@ -165,7 +165,6 @@ static void pool_build_complete(PoolBuild *b)
 	}
 	pool_push(m, which, s);
 	m->pool_built++;
-	sandbox_cpu_background(m->env, s->rid, true);
 	r = session_start_interp(s, which == POOL_KERNEL ? INTERP_KERNEL : INTERP_PYTHON);
 	if (r < 0)
 		log_warn("pool sandbox %s: interpreter not started: %s", s->rid, strerror(-r));
@@ -274,10 +273,28 @@ static void on_pool_timer(Loop *l, void *data)
 	}
 }
 
+/* Its interpreter answered: a pool's next build may start, or, handed out already, the
+ * sandbox is one of the live sessions now. */
 void pool_interp_settled(Session *s)
 {
 	if (s->pooled)
 		pool_schedule(s->m);
+	else
+		session_cpu_foreground(s);
+}
+
+/* The default CPU weight, once someone may be waiting on the sandbox: its interpreter
+ * answered after it was handed out, or a call came. */
+void session_cpu_foreground(Session *s)
+{
+	int r;
+
+	if (!s->cpu_background)
+		return;
+	s->cpu_background = false;
+	r = sandbox_cpu_foreground(s->m->env, s->rid);
+	if (r < 0)
+		log_warn("SESSION_ID=%s cannot restore its CPU weight: %s", s->id, strerror(-r));
 }
 
 /* Creates waiting for a sandbox get a build each, beyond those under way, at once. One of
@@ -311,15 +328,21 @@ void pool_schedule(Manager *m)
 		       &m->pool_timer);
 }
 
+static bool pool_interp_answered(const Session *s, int which)
+{
+	const Interp *ip = &s->interps[which == POOL_KERNEL ? INTERP_KERNEL : INTERP_PYTHON];
+
+	return ip->state == INTERP_READY && !ip->probing;
+}
+
 /* The sandbox to hand out: one whose interpreter already answered, else the oldest
  * (new ones are pushed at the head: the tail has had the longest to start). */
 static Session *pool_pick(Manager *m, int which)
 {
-	enum interp_kind k = which == POOL_KERNEL ? INTERP_KERNEL : INTERP_PYTHON;
 	Session *s, *last = NULL;
 
 	for (s = m->pool[which]; s; s = s->next) {
-		if (s->interps[k].state == INTERP_READY && !s->interps[k].probing)
+		if (pool_interp_answered(s, which))
 			return s;
 		last = s;
 	}
@@ -330,7 +353,8 @@ static Session *pool_pick(Manager *m, int which)
  * than finishing one here, which would hold the loop while a child sets itself up. */
 Session *pool_take(Manager *m, bool kernel)
 {
-	Session *s = pool_pick(m, kernel ? POOL_KERNEL : POOL_NATIVE);
+	int which = kernel ? POOL_KERNEL : POOL_NATIVE;
+	Session *s = pool_pick(m, which);
 
 	if (!s)
 		return NULL;
@@ -338,7 +362,10 @@ Session *pool_take(Manager *m, bool kernel)
 	s->id[0] = '\0';
 	m->pool_taken++;
 	m->pool_last_take_ms = now_ms();
-	sandbox_cpu_background(m->env, s->rid, false);
+	/* One still starting keeps the least weight until it answers or is called: the
+	 * create is answered meanwhile, and the sessions in use keep their cores. */
+	if (pool_interp_answered(s, which))
+		session_cpu_foreground(s);
 	return s;
 }
 

@@ -978,6 +978,7 @@ void run_start(Session *s, Conn *c, enum interp_kind kind, const char *code, con
 		conn_reply(c, reply_error("internal", "out of memory"), NULL, 0);
 		return;
 	}
+	session_cpu_foreground(s); /* someone waits for it now */
 	run->s = s;
 	run->conn = c;
 	run->kind = kind;

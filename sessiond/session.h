@@ -115,6 +115,7 @@ struct Session {
 	char id[SESSION_ID_MAX + 1];  /* what clients address it by */
 	char rid[SESSION_ID_MAX + 1]; /* what its cgroup and workspace are named after */
 	bool pooled;		      /* ready in a warm pool, not yet handed out */
+	bool cpu_background;	      /* its cgroup may have the least CPU weight */
 	char *tenant;		      /* NULL when none */
 	uid_t uid;
 	double created_at, last_activity_at;
@@ -215,8 +216,11 @@ size_t pool_warm_max(const PaddockConfig *cfg);
 /* Pool sandboxes warming up: children setting up, and interpreters that have not
  * answered their first request yet. */
 size_t pool_warming(const Manager *m);
-/* A pooled interpreter answered its first request, or died: the next build may start. */
+/* A pooled interpreter answered its first request, or died: the next build may start;
+ * handed out meanwhile, its sandbox gets the default CPU weight. */
 void pool_interp_settled(Session *s);
+/* The default CPU weight for a sandbox built at the least (SandboxLimits.cpu_background). */
+void session_cpu_foreground(Session *s);
 Session *pool_take(Manager *m, bool kernel);
 void pool_unlink(Session *s);
 void pool_free_all(Manager *m);

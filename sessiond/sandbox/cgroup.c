@@ -398,6 +398,20 @@ void cgroup_env_clear(SandboxEnv *env)
 	env->n_hier = 0;
 }
 
+/* The cpu controller's file for a sandbox's weight, and its value. */
+static const char *cpu_weight_file(bool v2)
+{
+	return v2 ? "cpu.weight" : "cpu.shares";
+}
+
+static const char *cpu_weight_value(bool v2, bool background)
+{
+	/* The least weight there is, or the default. */
+	if (v2)
+		return background ? "1" : "100";
+	return background ? "2" : "1024";
+}
+
 static int cgroup_limits_v2(const CgroupHier *h, const char *dir, const SandboxLimits *l)
 {
 	char cpu[64];
@@ -415,6 +429,11 @@ static int cgroup_limits_v2(const CgroupHier *h, const char *dir, const SandboxL
 		return r;
 	if (!(h->ctrls & CG_CPU))
 		return 0;
+	if (l->cpu_background) {
+		r = cg_write(dir, cpu_weight_file(true), cpu_weight_value(true, true));
+		if (r < 0)
+			return r;
+	}
 	snprintf(cpu, sizeof(cpu), "%" PRId64 " 100000", l->cpu_percent * 1000);
 	return cg_write(dir, "cpu.max", cpu);
 }
@@ -444,6 +463,8 @@ static int cgroup_limits_v1(const CgroupHier *h, const char *dir, const SandboxL
 		r = cg_write_i64(dir, "cpu.cfs_quota_us", l->cpu_percent * 1000);
 		if (r < 0)
 			return r;
+		if (l->cpu_background)
+			return cg_write(dir, cpu_weight_file(false), cpu_weight_value(false, true));
 	}
 	return 0;
 }
@@ -871,7 +892,7 @@ SandboxCounters *sandbox_counters_free(SandboxCounters *c)
 	return NULL;
 }
 
-int sandbox_cpu_background(SandboxEnv *env, const char *id, bool background)
+int sandbox_cpu_foreground(SandboxEnv *env, const char *id)
 {
 	const CgroupHier *h = hier_with(env, CG_CPU);
 	char dir[PATH_MAX];
@@ -882,10 +903,7 @@ int sandbox_cpu_background(SandboxEnv *env, const char *id, bool background)
 	r = cgroup_dir(h, id, dir, sizeof(dir));
 	if (r < 0)
 		return r;
-	/* The minimum weight while waiting, the default once someone uses it. */
-	if (env->v2)
-		return cg_write(dir, "cpu.weight", background ? "1" : "100");
-	return cg_write(dir, "cpu.shares", background ? "2" : "1024");
+	return cg_write(dir, cpu_weight_file(env->v2), cpu_weight_value(env->v2, false));
 }
 
 void sandbox_env_remove_cgroup_parent(SandboxEnv *env)

@@ -19,6 +19,7 @@ typedef struct SandboxLimits {
 	int64_t workspace_bytes; /* size of the /workspace tmpfs */
 	int64_t tmp_bytes;	 /* size of the /tmp tmpfs */
 	int64_t nofile;		 /* RLIMIT_NOFILE */
+	bool cpu_background;	 /* the least CPU weight, until sandbox_cpu_foreground() */
 } SandboxLimits;
 
 /* What is fixed for the daemon's lifetime: cgroup layout, the init binary. Opaque. */
@@ -133,9 +134,9 @@ int sandbox_counters_open(SandboxEnv *env, const char *id, SandboxCounters **ret
 int sandbox_counters_read(SandboxCounters *c, SandboxUsage *u, bool with_peak);
 SandboxCounters *sandbox_counters_free(SandboxCounters *c);
 
-/* Give the sandbox the least CPU weight (background: a warm pool's sandbox starting up
- * must not slow live sessions down) or the default one (it was handed out). */
-int sandbox_cpu_background(SandboxEnv *env, const char *id, bool background);
+/* Give a sandbox built with SandboxLimits.cpu_background the default CPU weight: someone
+ * uses it now. */
+int sandbox_cpu_foreground(SandboxEnv *env, const char *id);
 
 /* Read the session cgroup's counters. */
 int sandbox_usage(SandboxEnv *env, const char *id, SandboxUsage *ret);

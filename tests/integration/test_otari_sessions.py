@@ -296,6 +296,95 @@ def test_a_create_without_a_sandbox_user_id_gets_503_and_the_next_one_works(stac
         assert c.destroy(sid).status_code == 204
 
 
+# --- CPU weight: sandboxes nobody calls yet yield to the sessions in use --------------
+
+WEIGHTS = {"cpu.shares": ("2", "1024"), "cpu.weight": ("1", "100")}  # least, default
+
+
+def cpu_cgroup(name):
+    """The sandbox's cgroup in the cpu controller, and the file that holds its weight."""
+    for d in ps.cgroups_matching([name]):
+        for knob in WEIGHTS:
+            if os.path.basename(d) == name and os.path.exists(os.path.join(d, knob)):
+                return d, knob
+    pytest.skip("the sandboxes have no cpu controller here")
+
+
+def cpu_weight(name):
+    d, knob = cpu_cgroup(name)
+    with open(os.path.join(d, knob)) as f:
+        return f.read().strip(), WEIGHTS[knob]
+
+
+def unclaimed_sandboxes(st, sid):
+    """Sibling cgroups of sid's with a process in them that no session of st's store owns:
+    warm sandboxes, and sandboxes being built (their child has joined, limits set)."""
+    import sqlite3
+    parent = os.path.dirname(cpu_cgroup(st.sandbox_name(sid))[0])
+    db = sqlite3.connect(f"file:{os.path.join(st.state_dir, 'paddock.db')}?mode=ro", uri=True)
+    try:
+        owned = {r[0] for r in db.execute("SELECT coalesce(rid, id) FROM sessions")}
+    finally:
+        db.close()
+    found = []
+    for e in os.scandir(parent):
+        if not e.is_dir() or e.name in owned:
+            continue
+        try:
+            with open(os.path.join(e.path, "cgroup.procs")) as f:
+                if f.read().split():
+                    found.append(e.name)
+        except OSError:
+            pass  # gone meanwhile
+    return found
+
+
+def test_warm_sandboxes_wait_at_the_least_cpu_weight_and_a_session_gets_the_default(stacks):
+    st = stacks.get("pool-paced", {"PADDOCK_POOL_SIZE": "6", "PADDOCK_POOL_WARM_MAX": "1"})
+    c = ps.Client(st)
+    ps.wait_for(lambda: st.daemon_call({"op": "stats"})["pool_started"] == 6, 60,
+                "a full pool, every interpreter started")
+    sid = c.new_session()
+    # Its interpreter had answered: the sandbox is a live session from the create on.
+    weight, (least, default) = cpu_weight(st.sandbox_name(sid))
+    assert weight == default, (weight, default)
+    warm = unclaimed_sandboxes(st, sid)
+    assert len(warm) >= 5, warm
+    for name in warm:
+        assert cpu_weight(name)[0] == least, name
+    assert c.destroy(sid).status_code == 204
+
+
+def test_a_sandbox_is_built_at_the_least_cpu_weight_and_gets_the_default_once_started(stacks):
+    st = stacks.get("no-pool", {"PADDOCK_POOL_SIZE": "0", "PADDOCK_MAX_SESSIONS": "5"})
+    c = ps.Client(st)
+    live = c.new_session()
+    assert c.run(live, "print(1)").stdout == "1\n"
+    weight, (least, default) = cpu_weight(st.sandbox_name(live))
+    assert weight == default, weight
+    answer = {}
+    t = threading.Thread(target=lambda: answer.update(r=c.create()))
+    with sandboxes_frozen(st, live):
+        t.start()
+        # The build's child joined its cgroup (and stopped there): its limits were set.
+        building = []
+        ps.wait_for(lambda: building.extend(unclaimed_sandboxes(st, live)) or building, 15,
+                    "the sandbox being built for the create")
+        assert cpu_weight(building[0])[0] == least, building
+    t.join(30)
+    assert answer["r"].status_code == 201, answer["r"].text[:300]
+    sid = answer["r"].parsed["session_id"]
+    st.session_ids.add(sid)
+    assert st.sandbox_name(sid) == building[0]
+    # Handed out while Python started; it gets the default weight when Python answers,
+    # with no call to it.
+    ps.wait_for(lambda: cpu_weight(building[0])[0] == default, 15,
+                "the default CPU weight once the interpreter answered")
+    assert c.run(sid, "print(2)").stdout == "2\n"
+    for s in (live, sid):
+        assert c.destroy(s).status_code == 204
+
+
 # --- reclaim: a stack that checks often -----------------------------------------
 
 RECLAIM_ENV = {"PADDOCK_RECLAIM_INTERVAL_MS": "100"}
