@@ -349,7 +349,7 @@ class Bench:
                "PADDOCK_MAX_SESSIONS": str(max(64, self.args.density + 64))}
         if self.args.pool_size is not None:
             env["PADDOCK_POOL_SIZE"] = str(self.args.pool_size)
-        self.stack = ps.Stack(name="bench", env=env).start()
+        self.stack = self.new_stack("bench", env)
         self.http = Http(self.stack.port)
         # The fixed reply: paddock's own answer to print(1), so both carry the same bytes.
         sid = self.http.create()
@@ -357,6 +357,12 @@ class Bench:
         self.http.destroy(sid)
         self.peer = Peer(self.bin, 8, self.reply, self.args.file_mib << 20).start()
         print(f"stack on 127.0.0.1:{self.stack.port}, peer on 127.0.0.1:{self.peer.port}", flush=True)
+
+    def new_stack(self, name, env):
+        """A started stack with env, and every --env setting on top."""
+        import paddock_stack as ps
+        extra = dict(kv.split("=", 1) for kv in self.args.env)
+        return ps.Stack(name=name, env={**env, **extra}).start()
 
     def stop(self):
         problems = []
@@ -576,7 +582,6 @@ class Bench:
         return create, first, destroy
 
     def row_create(self):
-        import paddock_stack as ps
         a = self.args
         self.section(f"2. CreateSession + first print(1) + DestroySession through nginx "
                      f"({a.creates} sequential cycles; warm pool as configured, then pool_size 0)")
@@ -591,7 +596,7 @@ class Bench:
             st2 = self.stats(self.stack)
             paced = self.create_cycles(self.http, a.creates, 1.0 / a.paced_rate)
             paced_taken = self.stats(self.stack).get("pool_taken", 0) - st2.get("pool_taken", 0)
-        nopool_stack = ps.Stack(name="bench-nopool", env={"PADDOCK_LOG_LEVEL": "info",
+        nopool_stack = self.new_stack("bench-nopool", {"PADDOCK_LOG_LEVEL": "info",
                                                           "PADDOCK_POOL_SIZE": "0"}).start()
         try:
             h = Http(nopool_stack.port)
@@ -707,8 +712,7 @@ class Bench:
     def probe_stack(self, name, env, what):
         """A stack of its own with a session that has run print(1), the probe for
         probe_during(); both go when the block ends, the stack's problems noted."""
-        import paddock_stack as ps
-        st = ps.Stack(name=name, env={"PADDOCK_LOG_LEVEL": "info", **env}).start()
+        st = self.new_stack(name, {"PADDOCK_LOG_LEVEL": "info", **env})
         try:
             h = Http(st.port)
             probe = h.create()
@@ -1057,7 +1061,6 @@ class Bench:
 
     def row_code_tiers(self):
         import code_tiers as ct
-        import paddock_stack as ps
         a = self.args
         self.section(f"7. code plane per tier: one-off 1+1 cold and warm, 1+1 in a session "
                      f"({a.code_n} each), against a plain ipykernel via jupyter_client")
@@ -1081,7 +1084,7 @@ class Bench:
             for lang, tier, env, prewarm in tiers:
                 base = {"PADDOCK_LOG_LEVEL": "info", "PADDOCK_POOL_SIZE": "0"}
                 base.update(env)
-                cold_stack = ps.Stack(name=f"bench-{tier}-cold", env=base).start()
+                cold_stack = self.new_stack(f"bench-{tier}-cold", base)
                 try:
                     cold = ct.summary_ms(ct.one_offs(cold_stack.port, lang, max(3, a.code_n // 5)))
                     ex = ct.summary_ms(ct.in_session(cold_stack.port, lang, a.code_n))
@@ -1092,7 +1095,7 @@ class Bench:
                 if prewarm:
                     wenv = dict(base)
                     wenv[prewarm] = "1"
-                    warm_stack = ps.Stack(name=f"bench-{tier}-warm", env=wenv).start()
+                    warm_stack = self.new_stack(f"bench-{tier}-warm", wenv)
                     try:
                         def settle(st=warm_stack):
                             # Ready: the warm interpreter has answered its first request.
@@ -1192,10 +1195,12 @@ def markdown(bench, started, problems):
              f"Python {m['python']}; source {m['source']}, Release build.", "",
              "Every floor and peer was measured in this run, interleaved with the row it "
              "serves (rounds). Latencies are per request, sequential, keep-alive, one client (pdload). "
-             "`load` is the 1-minute load average when the row was printed (the machine is shared).", "",
-             "| row | what | median | p99 | unit | floor / peer | its median | its p99 | ratio median | "
-             "ratio p99 | target | errors | load |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "`load` is the 1-minute load average when the row was printed (the machine is shared).", ""]
+    if bench.args.env:
+        lines += ["Every stack ran with " + ", ".join(f"`{kv}`" for kv in bench.args.env) + ".", ""]
+    lines += ["| row | what | median | p99 | unit | floor / peer | its median | its p99 | ratio median | "
+              "ratio p99 | target | errors | load |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in bench.rows:
         u = r.get("unit", "")
         lines.append("| " + " | ".join([
@@ -1312,6 +1317,8 @@ def main():
     ap.add_argument("--paced-rate", type=float, default=10,
                     help="row 2p: creates per second of the paced create cycles")
     ap.add_argument("--pool-size", type=int, help="pool_size of the main stack (default: paddock's)")
+    ap.add_argument("--env", action="append", default=[], metavar="PADDOCK_KEY=VALUE",
+                    help="a setting for every stack the bench starts, over the row's own")
     ap.add_argument("--refill", type=int, default=40, help="row 2r: warm sandboxes taken at once")
     ap.add_argument("--sessions", type=int, default=32, help="row 3: sessions and clients")
     ap.add_argument("--tput-seconds", type=int, default=10)

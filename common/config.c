@@ -64,7 +64,7 @@ static const struct setting settings[] = {
 	S("python_bin", python_bin, "/usr/bin/python3"),
 	S("bash_bin", bash_bin, "/bin/bash"),
 	S("node_bin", node_bin, "/usr/bin/node"),
-	I("threads", threads, "8", 1, 256),
+	I("threads", threads, "0", 0, 4096),
 	Z("max_body_bytes", max_body_bytes, "4M", 4 * KiB, 64 * MiB),
 	I("json_max_depth", json_max_depth, "32", 2, 1000),
 	Z("code_max_bytes", code_max_bytes, "1M", 1 * KiB, 32 * MiB),

@@ -21,6 +21,7 @@ typedef struct App {
 	char *tenant_param; /* FastCGI param of the tenant header, e.g. HTTP_X_PADDOCK_TENANT */
 	int listen_fd;	    /* the FastCGI listener (non-blocking) */
 	int stop_fd;	    /* eventfd: readable once shutdown has begun */
+	size_t threads;	    /* worker threads serving (server_run) */
 } App;
 
 /* One FastCGI thread. */

@@ -84,8 +84,8 @@ static void write_worker(FILE *f, const App *app)
 
 	fprintf(f,
 		"# HELP paddock_fcgi_threads FastCGI worker threads.\n"
-		"# TYPE paddock_fcgi_threads gauge\npaddock_fcgi_threads %" PRId64 "\n",
-		app->cfg->threads);
+		"# TYPE paddock_fcgi_threads gauge\npaddock_fcgi_threads %zu\n",
+		app->threads);
 	fprintf(f, "# HELP paddock_http_requests_total Requests answered by the worker, by route "
 		   "and status class.\n# TYPE paddock_http_requests_total counter\n");
 	for (size_t i = 0; i < n; i++)

@@ -181,16 +181,42 @@ static void wait_for_stop(void)
 	log_info("signal %d: finishing requests in flight, then exiting", sig);
 }
 
+/*
+ * A thread serves one request at a time, and a call holds it until sessiond answers: a
+ * sleeping call holds it for as long as the code sleeps. Unless told otherwise, every
+ * session may have a call in flight and THREADS_SPARE threads still serve the rest
+ * (creates, file transfers, other sessions' short calls). Fewer, and calls in as many
+ * sessions as there are threads keep every other request waiting in the socket's backlog.
+ */
+#define THREADS_SPARE 16
+#define THREADS_AUTO_MAX 1024
+
+static size_t worker_threads(const PaddockConfig *cfg)
+{
+	int64_t n = cfg->max_sessions + THREADS_SPARE;
+
+	if (cfg->threads > 0) {
+		if (cfg->threads <= cfg->max_sessions)
+			log_warn("threads = %" PRId64 " and max_sessions = %" PRId64
+				 ": calls in flight in %" PRId64
+				 " sessions will keep every other request waiting",
+				 cfg->threads, cfg->max_sessions, cfg->threads);
+		return (size_t)cfg->threads;
+	}
+	return (size_t)(n < THREADS_AUTO_MAX ? n : THREADS_AUTO_MAX);
+}
+
 int server_run(App *app)
 {
 	const PaddockConfig *cfg = app->cfg;
-	size_t n = (size_t)cfg->threads, started = 0;
+	size_t n = worker_threads(cfg), started = 0;
 	_cleanup_free_ Worker *workers = calloc(n, sizeof(*workers));
 	uint64_t one = 1;
 	int r = 0;
 
 	if (!workers)
 		return -ENOMEM;
+	app->threads = n;
 	app->stop_fd = eventfd(0, EFD_CLOEXEC);
 	if (app->stop_fd < 0)
 		return -errno;

@@ -301,3 +301,41 @@ def test_a_workspace_of_many_files_holds_up_only_its_own_session(lclient, bystan
     assert res["r"].status_code == 200, f"{res['r'].status_code} {res['r'].text[:300]}"
     assert ps.check_exec_body(res["r"].parsed, "code_execution").files == []
     assert lclient.run(by, "print(1)").stdout == "1\n"
+
+
+def test_long_calls_in_many_sessions_hold_up_no_other_session(lclient, lstack, bystander):
+    # A call holds one of the worker's threads until sessiond answers it. A dozen sessions
+    # each sleeping in a call must leave threads for everyone else: for another session's
+    # print(1), and for a create.
+    n = 12
+    sids = [lclient.new_session() for _ in range(n)]
+    woke = []
+
+    def sleeper(sid):
+        r = lclient.clone().run(sid, "import time; time.sleep(8); print('woke')", timeout_seconds=60)
+        woke.append(r.stdout)
+
+    threads = [threading.Thread(target=sleeper, args=(sid,)) for sid in sids]
+    for t in threads:
+        t.start()
+    try:
+        ps.wait_for(lambda: lstack.daemon_call({"op": "stats"})["running"] >= n, 6,
+                    f"{n} calls running at once")
+        by, idle = bystander
+        t0 = time.monotonic()
+        assert lclient.run(by, "print(1)").stdout == "1\n"
+        took = time.monotonic() - t0
+        t0 = time.monotonic()
+        extra = lclient.new_session()
+        took_create = time.monotonic() - t0
+        print(f"with {n} calls asleep: print(1) {took * 1000:.1f} ms (idle {idle * 1000:.1f} ms), "
+              f"create {took_create * 1000:.1f} ms")
+        assert took < 2.0, f"print(1) beside {n} sleeping calls took {took:.2f} s"
+        assert took_create < 5.0, f"a create beside {n} sleeping calls took {took_create:.2f} s"
+        assert lclient.destroy(extra).status_code == 204
+    finally:
+        for t in threads:
+            t.join(60)
+    assert woke == ["woke\n"] * n, woke
+    for sid in sids:
+        assert lclient.destroy(sid).status_code == 204
