@@ -60,6 +60,8 @@ struct worker {
 	long errors;	      /* bad or missing replies */
 	long reconnects;      /* http: connections opened after the first */
 	double elapsed;	      /* seconds the recorded loop took */
+	uint64_t t_start;     /* when the recorded loop began (after the warm-up) */
+	uint64_t t_end;	      /* its time bound */
 };
 
 static uint64_t now_ns(void)
@@ -68,6 +70,19 @@ static uint64_t now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Whether turn i of a loop goes on: the recorded part begins after the warm-up turns and
+ * ends at the time bound. */
+static bool measured_part_goes_on(struct worker *w, long i)
+{
+	const struct opts *o = w->o;
+
+	if (i == o->warmup) {
+		w->t_start = now_ns();
+		w->t_end = w->t_start + (uint64_t)(o->seconds * 1e9);
+	}
+	return i < o->warmup || now_ns() <= w->t_end;
 }
 
 static _Noreturn void die(const char *what)
@@ -257,7 +272,6 @@ static void *http_worker(void *arg)
 	struct http_conn c = { .fd = -1, .buf = malloc(IOBUF) };
 	size_t reqlen;
 	char *req = http_request_text(o, &reqlen);
-	uint64_t t_end = 0, t_start = 0;
 	bool opened = false;
 
 	if (!c.buf)
@@ -267,11 +281,7 @@ static void *http_worker(void *arg)
 		bool found = false, close_after = false;
 		int status;
 
-		if (i == o->warmup) {
-			t_start = now_ns();
-			t_end = t_start + (uint64_t)(o->seconds * 1e9);
-		}
-		if (i >= o->warmup && now_ns() > t_end)
+		if (!measured_part_goes_on(w, i))
 			break;
 		if (c.fd < 0) {
 			c.fd = http_connect(o->port);
@@ -298,7 +308,7 @@ static void *http_worker(void *arg)
 			c.fd = -1;
 		}
 	}
-	w->elapsed = (double)(now_ns() - t_start) / 1e9;
+	w->elapsed = (double)(now_ns() - w->t_start) / 1e9;
 	if (c.fd >= 0)
 		close(c.fd);
 	free(c.buf);
@@ -370,7 +380,6 @@ static void *sessiond_worker(void *arg)
 	char *body = read_file(o->body_file, &blen), *buf = malloc(IOBUF);
 	char *req = malloc(blen + 5);
 	int fd = sessiond_connect(o->socket);
-	uint64_t t_start = 0, t_end = 0;
 
 	if (!buf || !req)
 		die("malloc");
@@ -384,11 +393,7 @@ static void *sessiond_worker(void *arg)
 		uint64_t t0;
 		int r;
 
-		if (i == o->warmup) {
-			t_start = now_ns();
-			t_end = t_start + (uint64_t)(o->seconds * 1e9);
-		}
-		if (i >= o->warmup && now_ns() > t_end)
+		if (!measured_part_goes_on(w, i))
 			break;
 		t0 = now_ns();
 		r = sessiond_call(fd, req, blen + 5, o->expect, buf);
@@ -400,7 +405,7 @@ static void *sessiond_worker(void *arg)
 		if (r < 0 && i < o->warmup)
 			die("sessiond call");
 	}
-	w->elapsed = (double)(now_ns() - t_start) / 1e9;
+	w->elapsed = (double)(now_ns() - w->t_start) / 1e9;
 	close(fd);
 	free(body);
 	free(buf);
@@ -718,7 +723,6 @@ static void hop_loop(struct worker *w)
 	size_t size = (size_t)o->size;
 	char *buf = calloc(1, size);
 	int sv[2], status;
-	uint64_t t_start = 0, t_end = 0;
 	pid_t pid;
 
 	if (!buf || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
@@ -731,24 +735,15 @@ static void hop_loop(struct worker *w)
 		hop_echo(sv[1], size);
 	}
 	close(sv[1]);
-	for (long i = 0; w->n < o->count; i++) {
-		uint64_t t0;
-		int r;
+	for (long i = 0; w->n < o->count && measured_part_goes_on(w, i); i++) {
+		uint64_t t0 = now_ns();
 
-		if (i == o->warmup) {
-			t_start = now_ns();
-			t_end = t_start + (uint64_t)(o->seconds * 1e9);
-		}
-		if (i >= o->warmup && now_ns() > t_end)
-			break;
-		t0 = now_ns();
-		r = write_all(sv[0], buf, size) < 0 || read_all(sv[0], buf, size) < 0 ? -1 : 0;
-		if (r < 0)
+		if (write_all(sv[0], buf, size) < 0 || read_all(sv[0], buf, size) < 0)
 			die("hop");
 		if (i >= o->warmup)
 			w->samples[w->n++] = now_ns() - t0;
 	}
-	w->elapsed = (double)(now_ns() - t_start) / 1e9;
+	w->elapsed = (double)(now_ns() - w->t_start) / 1e9;
 	close(sv[0]);
 	if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status))
 		w->errors++;
