@@ -63,6 +63,9 @@ void op_stats(Manager *m, Conn *c)
 	json_object_object_add(o, "pool_taken", json_object_new_int64((int64_t)m->pool_taken));
 	json_object_object_add(o, "creates_waiting",
 			       json_object_new_int64((int64_t)create_waiting_total(m)));
+	/* Workers keep one per thread: this grows with the threads that have served. */
+	json_object_object_add(o, "connections",
+			       json_object_new_int64((int64_t)conn_server_connections(c)));
 	json_object_object_add(o, "wal_checkpoints",
 			       json_object_new_int64((int64_t)m->checkpoints));
 	json_object_object_add(lim, "memory_bytes", json_object_new_int64(cfg->memory_max_bytes));

@@ -28,8 +28,9 @@ struct Server {
 	gid_t group;	  /* allowed peer gid */
 	server_request_cb on_req;
 	server_closed_cb on_closed;
-	void *data;  /* passed to the callbacks */
-	Conn *conns; /* live connections */
+	void *data;	/* passed to the callbacks */
+	Conn *conns;	/* live connections */
+	size_t n_conns; /* how many */
 };
 
 struct Conn {
@@ -71,6 +72,7 @@ static void conn_free(Conn *c)
 		s->conns = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
+	s->n_conns--;
 	free(c->in);
 	free(c->out);
 	free(c);
@@ -178,6 +180,11 @@ void conn_reply(Conn *c, struct json_object *reply, int *fds, size_t nfds)
 uid_t conn_peer_uid(const Conn *c)
 {
 	return c->peer_uid;
+}
+
+size_t conn_server_connections(const Conn *c)
+{
+	return c->srv->n_conns;
 }
 
 void *conn_get_data(Conn *c)
@@ -353,6 +360,7 @@ static void on_accept(Loop *l, int fd, uint32_t events, void *data)
 		if (s->conns)
 			s->conns->prev = c;
 		s->conns = c;
+		s->n_conns++;
 	}
 }
 

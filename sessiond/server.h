@@ -27,6 +27,9 @@ void conn_reply(Conn *c, struct json_object *reply, int *fds, size_t nfds);
 /* The uid of the process at the other end (SO_PEERCRED at accept). */
 uid_t conn_peer_uid(const Conn *c);
 
+/* Connections open to the server c came in on, c included. */
+size_t conn_server_connections(const Conn *c);
+
 /* A pointer the request handler keeps per connection (e.g. a pending upload). */
 void *conn_get_data(Conn *c);
 void conn_set_data(Conn *c, void *data);
