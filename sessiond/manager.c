@@ -351,7 +351,7 @@ static void session_build_undo(Manager *m, Session *s)
 
 /* Give s (id and rid set) a uid and a sandbox whose child is setting itself up, workspace
  * included (p); session_build_finish() completes it. On failure s holds nothing new. */
-int session_build_start(Manager *m, Session *s, SandboxPending *p)
+int session_build_start(Manager *m, Session *s, SandboxPending *p, bool background)
 {
 	SandboxLimits lim = {
 		.memory_bytes = m->cfg->memory_max_bytes,
@@ -360,9 +360,7 @@ int session_build_start(Manager *m, Session *s, SandboxPending *p)
 		.workspace_bytes = m->cfg->workspace_bytes,
 		.tmp_bytes = m->cfg->tmp_bytes,
 		.nofile = m->cfg->nofile_max,
-		/* Every sandbox is built ahead of the call that will use it: until someone
-		 * calls it (session_cpu_foreground), live sessions come first. */
-		.cpu_background = true,
+		.cpu_background = background,
 	};
 	int r;
 
@@ -373,7 +371,7 @@ int session_build_start(Manager *m, Session *s, SandboxPending *p)
 	if (r < 0)
 		uid_release(m, s->uid);
 	else
-		s->cpu_background = true;
+		s->cpu_background = background;
 	return r;
 }
 

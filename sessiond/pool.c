@@ -210,8 +210,12 @@ static void on_build_deadline(Loop *l, void *data)
 	pool_schedule(m);
 }
 
-/* Start building one sandbox; it joins the pool when its child has become init. */
-static int pool_build_one(Manager *m, int which)
+/*
+ * Start building one sandbox; it joins the pool when its child has become init. A refill
+ * (background) runs at the least CPU weight, so that the sessions in use come first; one
+ * started because a create waits runs at the default weight, as its caller's requests do.
+ */
+static int pool_build_one(Manager *m, int which, bool background)
 {
 	PoolBuild *b = calloc(1, sizeof(*b));
 	Session *s = b ? session_alloc(m) : NULL;
@@ -226,7 +230,7 @@ static int pool_build_one(Manager *m, int which)
 	r = s->undo ? pool_rid(s->rid, sizeof(s->rid)) : -ENOMEM;
 	if (r == 0) {
 		memcpy(s->id, s->rid, sizeof(s->id));
-		r = session_build_start(m, s, &b->p);
+		r = session_build_start(m, s, &b->p, background);
 	}
 	if (r < 0) {
 		pool_build_free(b, true);
@@ -263,7 +267,7 @@ static void on_pool_timer(Loop *l, void *data)
 		if ((int64_t)(m->n_sessions + m->pool_n[POOL_NATIVE] + m->pool_n[POOL_KERNEL] +
 			      pool_building_total(m)) >= m->cfg->max_sessions)
 			return;
-		if (pool_build_one(m, which) < 0) {
+		if (pool_build_one(m, which, true) < 0) {
 			pool_retry_later(m);
 			return;
 		}
@@ -307,7 +311,7 @@ static void pool_feed_waiting(Manager *m)
 
 			if (m->pool_building[which] > 0 && pool_warming(m) >= m->pool_warm_max)
 				break;
-			r = pool_build_one(m, which);
+			r = pool_build_one(m, which, false);
 			if (r < 0)
 				create_fail_waiting(m, which, r);
 		}

@@ -226,7 +226,8 @@ void pool_unlink(Session *s);
 void pool_free_all(Manager *m);
 /* Warm sandboxes whose children are still setting up, both kinds. */
 size_t pool_building_total(const Manager *m);
-int session_build_start(Manager *m, Session *s, SandboxPending *p);
+/* background: at the least CPU weight, until session_cpu_foreground(). */
+int session_build_start(Manager *m, Session *s, SandboxPending *p, bool background);
 int session_build_finish(Manager *m, Session *s, SandboxPending *p);
 void session_build_abort(Manager *m, Session *s, SandboxPending *p);
 

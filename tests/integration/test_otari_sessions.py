@@ -355,7 +355,31 @@ def test_warm_sandboxes_wait_at_the_least_cpu_weight_and_a_session_gets_the_defa
     assert c.destroy(sid).status_code == 204
 
 
-def test_a_sandbox_is_built_at_the_least_cpu_weight_and_gets_the_default_once_started(stacks):
+def test_a_refill_runs_at_the_least_cpu_weight_and_a_sandbox_gets_the_default_once_started(stacks):
+    st = stacks.get("pool-one", {"PADDOCK_POOL_SIZE": "1"})
+    c = ps.Client(st)
+    ps.wait_for(lambda: st.daemon_call({"op": "stats"})["pool_started"] == 1, 30, "a warm sandbox")
+    live = c.new_session()
+    least, default = cpu_weight(st.sandbox_name(live))[1]
+    refill = []
+    with sandboxes_frozen(st, live):
+        # The hand-over started a refill; frozen wherever it got to (its limits are set once
+        # its child has joined the cgroup), it waits at the least weight.
+        ps.wait_for(lambda: refill.extend(unclaimed_sandboxes(st, live)) or refill, 15,
+                    "the refill under way")
+        assert cpu_weight(refill[0])[0] == least, refill
+    # Taken at once, while its Python is still starting (or before it is built): the
+    # default weight comes when Python answers, with no call to the session.
+    sid = c.new_session()
+    assert st.sandbox_name(sid) == refill[0]
+    ps.wait_for(lambda: cpu_weight(refill[0])[0] == default, 15,
+                "the default CPU weight once the interpreter answered")
+    assert c.run(sid, "print(2)").stdout == "2\n"
+    for s in (live, sid):
+        assert c.destroy(s).status_code == 204
+
+
+def test_a_sandbox_built_for_a_waiting_create_runs_at_the_default_cpu_weight(stacks):
     st = stacks.get("no-pool", {"PADDOCK_POOL_SIZE": "0", "PADDOCK_MAX_SESSIONS": "5"})
     c = ps.Client(st)
     live = c.new_session()
@@ -366,20 +390,16 @@ def test_a_sandbox_is_built_at_the_least_cpu_weight_and_gets_the_default_once_st
     t = threading.Thread(target=lambda: answer.update(r=c.create()))
     with sandboxes_frozen(st, live):
         t.start()
-        # The build's child joined its cgroup (and stopped there): its limits were set.
+        # Someone waits for this build: it runs at the weight of the caller's requests.
         building = []
         ps.wait_for(lambda: building.extend(unclaimed_sandboxes(st, live)) or building, 15,
                     "the sandbox being built for the create")
-        assert cpu_weight(building[0])[0] == least, building
+        assert cpu_weight(building[0])[0] == default, building
     t.join(30)
     assert answer["r"].status_code == 201, answer["r"].text[:300]
     sid = answer["r"].parsed["session_id"]
     st.session_ids.add(sid)
     assert st.sandbox_name(sid) == building[0]
-    # Handed out while Python started; it gets the default weight when Python answers,
-    # with no call to it.
-    ps.wait_for(lambda: cpu_weight(building[0])[0] == default, 15,
-                "the default CPU weight once the interpreter answered")
     assert c.run(sid, "print(2)").stdout == "2\n"
     for s in (live, sid):
         assert c.destroy(s).status_code == 204
