@@ -183,12 +183,14 @@ static void wait_for_stop(void)
 
 /*
  * A thread serves one request at a time, and a call holds it until sessiond answers: a
- * sleeping call holds it for as long as the code sleeps. Unless told otherwise, every
- * session may have a call in flight and THREADS_SPARE threads still serve the rest
- * (creates, file transfers, other sessions' short calls). Fewer, and calls in as many
- * sessions as there are threads keep every other request waiting in the socket's backlog.
+ * sleeping call holds it for as long as the code sleeps. A kept-alive connection from
+ * nginx holds one too while idle (the thread waits on it for the next request). Unless
+ * told otherwise, every session may have a call in flight and THREADS_SPARE threads
+ * remain for nginx's idle connections and everything else (creates, file transfers,
+ * other sessions' short calls). Fewer, and calls in as many sessions as there are
+ * threads keep every other request waiting in the socket's backlog.
  */
-#define THREADS_SPARE 16
+#define THREADS_SPARE 64
 #define THREADS_AUTO_MAX 1024
 
 static size_t worker_threads(const PaddockConfig *cfg)

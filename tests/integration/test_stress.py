@@ -35,7 +35,7 @@ def daemon_stats(stack):
 def fds_beside_connections(stack, sessiond, fcgi):
     """The daemon's and the worker's open fds, less the worker's connections to the daemon:
     each worker thread keeps one from its first request on, and the threads (max_sessions
-    + 16) outnumber the clients, so the load may bring a few more threads into use. Both
+    + 64) outnumber the clients, so the load may bring a few more threads into use. Both
     ends of those connections are taken off; a leak still shows."""
     time.sleep(0.05)  # the daemon closes its end of our last stats connection meanwhile
     fds = fd_count(sessiond), fd_count(fcgi)
