@@ -13,9 +13,16 @@
 #include "schema.h"
 
 struct Store {
-	sqlite3 *db;	     /* the connection; the daemon is its only writer */
-	sqlite3_stmt *touch; /* prepared once: the hot path's two statements */
+	sqlite3 *db; /* the connection; the daemon is its only writer */
+	/* Prepared once, for the statements of every call, create, destroy and file id:
+	 * preparing one costs about as much as running it. */
+	sqlite3_stmt *touch;
 	sqlite3_stmt *exec_log;
+	sqlite3_stmt *session_insert;
+	sqlite3_stmt *session_delete;
+	sqlite3_stmt *file_lookup;
+	sqlite3_stmt *file_insert;
+	sqlite3_stmt *file_path;
 	StoreWalFn on_wal; /* told the WAL's size after each commit */
 	void *on_wal_data;
 };
@@ -172,6 +179,11 @@ Store *store_close(Store *s)
 		return NULL;
 	sqlite3_finalize(s->touch);
 	sqlite3_finalize(s->exec_log);
+	sqlite3_finalize(s->session_insert);
+	sqlite3_finalize(s->session_delete);
+	sqlite3_finalize(s->file_lookup);
+	sqlite3_finalize(s->file_insert);
+	sqlite3_finalize(s->file_path);
 	sqlite3_close_v2(s->db);
 	free(s);
 	return NULL;
@@ -189,6 +201,23 @@ static int step_done(sqlite3_stmt *st)
 	return rc == SQLITE_DONE ? 0 : errno_from_sqlite(rc);
 }
 
+/* Done with a kept statement for now: a read ends its transaction (which would hold back a
+ * checkpoint), and the bindings, which point at the caller's strings, go. */
+static void stmt_release(sqlite3_stmt *st)
+{
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+}
+
+/* Run a kept statement that returns no rows once, then release it. */
+static int step_kept(sqlite3_stmt *st)
+{
+	int r = step_done(st);
+
+	stmt_release(st);
+	return r;
+}
+
 static void bind_text_or_null(sqlite3_stmt *st, int i, const char *v)
 {
 	if (v)
@@ -197,17 +226,28 @@ static void bind_text_or_null(sqlite3_stmt *st, int i, const char *v)
 		sqlite3_bind_null(st, i);
 }
 
+/* A statement prepared on first use and kept: reset and unbound for the next use. */
+static int cached(Store *s, sqlite3_stmt **slot, const char *sql)
+{
+	if (*slot) {
+		sqlite3_reset(*slot);
+		sqlite3_clear_bindings(*slot);
+		return 0;
+	}
+	return prepare(s, sql, slot);
+}
+
 int store_session_insert(Store *s, const SessionRow *row)
 {
-	_cleanup_stmt_ sqlite3_stmt *st = NULL;
-	int r = prepare(s,
-			"INSERT INTO sessions (id, tenant, uid, created_at, last_activity_at,"
-			" idle_timeout, max_lifetime, image, init_pid, init_ctl_fd, plane, kernel,"
-			" execution_count, rid, endpoint) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-			&st);
+	sqlite3_stmt *st;
+	int r = cached(s, &s->session_insert,
+		       "INSERT INTO sessions (id, tenant, uid, created_at, last_activity_at,"
+		       " idle_timeout, max_lifetime, image, init_pid, init_ctl_fd, plane, kernel,"
+		       " execution_count, rid, endpoint) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
 
 	if (r < 0)
 		return r;
+	st = s->session_insert;
 	sqlite3_bind_text(st, 1, row->id, -1, SQLITE_STATIC);
 	bind_text_or_null(st, 2, row->tenant);
 	sqlite3_bind_int64(st, 3, row->uid);
@@ -223,18 +263,7 @@ int store_session_insert(Store *s, const SessionRow *row)
 	sqlite3_bind_int64(st, 13, row->execution_count);
 	bind_text_or_null(st, 14, row->rid);
 	sqlite3_bind_int(st, 15, row->endpoint);
-	return step_done(st);
-}
-
-/* A statement prepared on first use and kept: reset and unbound for the next use. */
-static int cached(Store *s, sqlite3_stmt **slot, const char *sql)
-{
-	if (*slot) {
-		sqlite3_reset(*slot);
-		sqlite3_clear_bindings(*slot);
-		return 0;
-	}
-	return prepare(s, sql, slot);
+	return step_kept(st);
 }
 
 int store_session_touch(Store *s, const char *id, double last_activity_at, int64_t execution_count)
@@ -255,13 +284,12 @@ int store_session_touch(Store *s, const char *id, double last_activity_at, int64
 
 int store_session_delete(Store *s, const char *id)
 {
-	_cleanup_stmt_ sqlite3_stmt *st = NULL;
-	int r = prepare(s, "DELETE FROM sessions WHERE id = ?", &st);
+	int r = cached(s, &s->session_delete, "DELETE FROM sessions WHERE id = ?");
 
 	if (r < 0)
 		return r;
-	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-	return step_done(st);
+	sqlite3_bind_text(s->session_delete, 1, id, -1, SQLITE_STATIC);
+	return step_kept(s->session_delete);
 }
 
 static char *dup_col(sqlite3_stmt *st, int i)
@@ -333,27 +361,35 @@ int store_sessions_load(Store *s, SessionRow **rows_ret, size_t *n_ret)
 	return 0;
 }
 
+/* One row's first column as a string, or -ENOENT; the statement is released. */
+static int step_first_text(sqlite3_stmt *st, char *out, size_t outlen, char **dup)
+{
+	int rc = sqlite3_step(st), r = 0;
+
+	if (rc == SQLITE_ROW && dup)
+		r = (*dup = dup_col(st, 0)) ? 0 : -ENOMEM;
+	else if (rc == SQLITE_ROW)
+		snprintf(out, outlen, "%s", (const char *)sqlite3_column_text(st, 0));
+	else
+		r = rc == SQLITE_DONE ? -ENOENT : errno_from_sqlite(rc);
+	stmt_release(st);
+	return r;
+}
+
 static int lookup_file_id(Store *s, const char *sid, const char *path, char *out, size_t outlen)
 {
-	_cleanup_stmt_ sqlite3_stmt *st = NULL;
-	int rc, r = prepare(s, "SELECT file_id FROM files WHERE session_id = ? AND path = ?", &st);
+	int r = cached(s, &s->file_lookup,
+		       "SELECT file_id FROM files WHERE session_id = ? AND path = ?");
 
 	if (r < 0)
 		return r;
-	sqlite3_bind_text(st, 1, sid, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, path, -1, SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_DONE)
-		return -ENOENT;
-	if (rc != SQLITE_ROW)
-		return errno_from_sqlite(rc);
-	snprintf(out, outlen, "%s", (const char *)sqlite3_column_text(st, 0));
-	return 0;
+	sqlite3_bind_text(s->file_lookup, 1, sid, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s->file_lookup, 2, path, -1, SQLITE_STATIC);
+	return step_first_text(s->file_lookup, out, outlen, NULL);
 }
 
 int store_file_id(Store *s, const char *session_id, const char *path, char *out, size_t outlen)
 {
-	_cleanup_stmt_ sqlite3_stmt *st = NULL;
 	uint8_t rnd[12];
 	int r;
 
@@ -367,31 +403,26 @@ int store_file_id(Store *s, const char *session_id, const char *path, char *out,
 	memcpy(out, "file_", 5);
 	for (size_t i = 0; i < sizeof(rnd); i++)
 		snprintf(out + 5 + 2 * i, 3, "%02x", rnd[i]);
-	r = prepare(s, "INSERT INTO files (file_id, session_id, path) VALUES (?,?,?)", &st);
+	r = cached(s, &s->file_insert,
+		   "INSERT INTO files (file_id, session_id, path) VALUES (?,?,?)");
 	if (r < 0)
 		return r;
-	sqlite3_bind_text(st, 1, out, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, session_id, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 3, path, -1, SQLITE_STATIC);
-	return step_done(st);
+	sqlite3_bind_text(s->file_insert, 1, out, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s->file_insert, 2, session_id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s->file_insert, 3, path, -1, SQLITE_STATIC);
+	return step_kept(s->file_insert);
 }
 
 int store_file_path(Store *s, const char *session_id, const char *file_id, char **path)
 {
-	_cleanup_stmt_ sqlite3_stmt *st = NULL;
-	int rc, r = prepare(s, "SELECT path FROM files WHERE session_id = ? AND file_id = ?", &st);
+	int r = cached(s, &s->file_path,
+		       "SELECT path FROM files WHERE session_id = ? AND file_id = ?");
 
 	if (r < 0)
 		return r;
-	sqlite3_bind_text(st, 1, session_id, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, file_id, -1, SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_DONE)
-		return -ENOENT;
-	if (rc != SQLITE_ROW)
-		return errno_from_sqlite(rc);
-	*path = dup_col(st, 0);
-	return *path ? 0 : -ENOMEM;
+	sqlite3_bind_text(s->file_path, 1, session_id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s->file_path, 2, file_id, -1, SQLITE_STATIC);
+	return step_first_text(s->file_path, NULL, 0, path);
 }
 
 int store_exec_log(Store *s, const char *session_id, const char *tool, double started_at,
