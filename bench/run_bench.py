@@ -597,7 +597,7 @@ class Bench:
             paced = self.create_cycles(self.http, a.creates, 1.0 / a.paced_rate)
             paced_taken = self.stats(self.stack).get("pool_taken", 0) - st2.get("pool_taken", 0)
         nopool_stack = self.new_stack("bench-nopool", {"PADDOCK_LOG_LEVEL": "info",
-                                                          "PADDOCK_POOL_SIZE": "0"}).start()
+                                                       "PADDOCK_POOL_SIZE": "0"})
         try:
             h = Http(nopool_stack.port)
             cold = self.create_cycles(h, a.creates)
