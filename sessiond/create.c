@@ -178,6 +178,7 @@ static int create_finish(Manager *m, Conn *c, json_object *req, Session *s)
 			    .kernel = kernel,
 			    .endpoint = s->endpoint,
 			    .rid = s->rid };
+	journal_before_insert(m, s->id);
 	r = store_session_insert(m->store, &row);
 	if (r < 0) {
 		log_err("SESSION_ID=%s cannot record the session: %s", s->id, strerror(-r));

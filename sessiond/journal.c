@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* Batched store writes for the hot path: executions and activity, one transaction a tick. */
+/* Batched store writes for the hot path: executions, activity and the rows of destroyed
+ * sessions, one transaction a tick. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,10 +22,17 @@ typedef struct JournalEntry {
 	const char *outcome; /* a static string */
 } JournalEntry;
 
-/* Pending writes: the log rows, and the sessions whose activity changed. */
+/* A destroyed session whose row is still to go. */
+typedef struct JournalDelete {
+	char session_id[SESSION_ID_MAX + 1];
+} JournalDelete;
+
+/* Pending writes: the log rows, the sessions whose activity changed, the rows to delete. */
 struct Journal {
 	JournalEntry *entries;
 	size_t n, cap;
+	JournalDelete *deletes;
+	size_t n_deletes, cap_deletes;
 	LoopSource *timer;
 };
 
@@ -49,6 +58,9 @@ void journal_flush(Manager *m)
 					    (int64_t)s->execution_count);
 			s->dirty = false;
 		}
+	for (size_t i = 0; i < j->n_deletes; i++)
+		store_session_delete(m->store, j->deletes[i].session_id);
+	j->n_deletes = 0;
 	if (r == 0)
 		r = store_commit(m->store);
 	if (r < 0)
@@ -96,6 +108,49 @@ void journal_note(Session *s, const char *tool, double started_at, int64_t durat
 		loop_add_timer(m->loop, JOURNAL_FLUSH_MS, on_flush, m, &j->timer);
 }
 
+/*
+ * A destroyed session's row goes with the next batch: the session is gone from memory at
+ * once, and a row that outlives a crash names an init that was killed, which a restarted
+ * daemon drops. Without room in the batch, the row goes now.
+ */
+void journal_note_delete(Manager *m, const char *id)
+{
+	Journal *j = m->journal;
+
+	if (!j) {
+		store_session_delete(m->store, id);
+		return;
+	}
+	if (j->n_deletes == j->cap_deletes) {
+		size_t cap = j->cap_deletes ? j->cap_deletes * 2 : 64;
+		JournalDelete *grown = NULL;
+
+		if (j->n_deletes < JOURNAL_MAX)
+			grown = realloc(j->deletes, cap * sizeof(*grown));
+		if (!grown) {
+			store_session_delete(m->store, id);
+			return;
+		}
+		j->deletes = grown;
+		j->cap_deletes = cap;
+	}
+	snprintf(j->deletes[j->n_deletes++].session_id, SESSION_ID_MAX + 1, "%s", id);
+	if (!j->timer)
+		loop_add_timer(m->loop, JOURNAL_FLUSH_MS, on_flush, m, &j->timer);
+}
+
+/* A new row for id must not meet the old one, nor be deleted with it: flush first. */
+void journal_before_insert(Manager *m, const char *id)
+{
+	Journal *j = m->journal;
+
+	for (size_t i = 0; j && i < j->n_deletes; i++)
+		if (strcmp(j->deletes[i].session_id, id) == 0) {
+			journal_flush(m);
+			return;
+		}
+}
+
 int journal_new(Manager *m)
 {
 	m->journal = calloc(1, sizeof(*m->journal));
@@ -108,6 +163,7 @@ void journal_free(Manager *m)
 		return;
 	journal_flush(m);
 	free(m->journal->entries);
+	free(m->journal->deletes);
 	free(m->journal);
 	m->journal = NULL;
 }

@@ -286,7 +286,7 @@ void session_destroy(Session *s, const char *why)
 	s->counters = sandbox_counters_free(s->counters);
 	wsfs_changes_free(s->reported, s->n_reported);
 	if (!s->pooled)
-		store_session_delete(m->store, s->id);
+		journal_note_delete(m, s->id);
 	session_unlink(s);
 
 	z = calloc(1, sizeof(*z));

@@ -202,10 +202,14 @@ void on_zombie_exit(Loop *l, int fd, uint32_t events, void *data);
 void checkpoint_on_wal(void *data, int pages);
 void checkpoint_free(Manager *m);
 
-/* journal.c: the executions log and activity times, written in batches */
+/* journal.c: the executions log, activity times and destroyed sessions' rows, in batches */
 int journal_new(Manager *m);
 void journal_free(Manager *m);
 void journal_flush(Manager *m);
+/* Delete a destroyed session's row with the next batch. */
+void journal_note_delete(Manager *m, const char *id);
+/* Before inserting a row for id: a pending delete of the same id goes first. */
+void journal_before_insert(Manager *m, const char *id);
 void journal_note(Session *s, const char *tool, double started_at, int64_t duration_ms,
 		  int return_code, const char *outcome);
 

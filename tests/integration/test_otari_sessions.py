@@ -122,6 +122,27 @@ def test_destroy_kills_the_session_processes(client, stack):
     ps.wait_for(lambda: not ps.cgroups_matching([name]), 15, "the session's cgroups to be removed")
 
 
+def test_a_destroyed_id_can_be_created_again_at_once_with_nothing_of_the_old(client, stack):
+    # A destroy's row goes with the store's next batch; a create for the same id right
+    # after must neither collide with it nor lose its own row to it, and the new session
+    # must not answer the old one's file ids.
+    sid = "again-" + stack.node_name
+    stack.session_ids.add(sid)
+    r = stack.daemon_call({"op": "create", "session_id": sid})
+    assert r["ok"], r
+    made = client.run(sid, "open('old.txt', 'w').write('old')")
+    old_id = made.files[0]["file_id"]
+    assert stack.daemon_call({"op": "destroy", "session_id": sid})["ok"]
+    r = stack.daemon_call({"op": "create", "session_id": sid})
+    assert r["ok"], r
+    assert client.get_file(sid, file_id=old_id).status_code == 404
+    assert client.run(sid, "print(6 * 7)").stdout == "42\n"
+    # Its row is there for good: a restarted daemon would find it (the batch has gone).
+    time.sleep(0.2)
+    assert stack.sandbox_name(sid)
+    assert client.destroy(sid).status_code == 204
+
+
 # --- the session cap: a stack with max_sessions = 2 -------------------------------
 
 def test_pool_warms_at_most_pool_warm_max_at_once(stacks, stack):

@@ -131,6 +131,23 @@ def test_sandbox_that_died_meanwhile_is_cleaned(rstack, rclient):
     assert integrity_ok(rstack)
 
 
+def test_a_session_destroyed_just_before_a_crash_stays_destroyed(rstack, rclient):
+    # A destroy's row goes with the store's next batch (within 50 ms): a crash before it
+    # leaves the row, naming an init that was killed, and the next daemon drops it.
+    sid = rclient.new_session()
+    assert rclient.run(sid, "pass").rc == 0
+    name = rstack.sandbox_name(sid)
+    assert rclient.destroy(sid).status_code == 204
+    rstack.kill9("paddock-sessiond")
+    print(f"row left by the crash: {session_init_pid(rstack, sid) is not None}")
+    rstack.restart("paddock-sessiond")
+    r = rclient.exec(sid, "code_execution", {"code": "print(1)"})
+    assert r.status_code == 404, f"{r.status_code} {r.text[:300]}"
+    wait_for(lambda: session_init_pid(rstack, sid) is None, "the row to go")
+    wait_for(lambda: not ps.cgroups_matching([name]), "its cgroup to go")
+    assert integrity_ok(rstack)
+
+
 def test_orphans_of_a_crash_are_removed(rstack, rclient):
     # A workspace no row explains, as a crash between creating and recording leaves.
     rstack.kill9("paddock-sessiond")
