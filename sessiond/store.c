@@ -226,15 +226,11 @@ static void bind_text_or_null(sqlite3_stmt *st, int i, const char *v)
 		sqlite3_bind_null(st, i);
 }
 
-/* A statement prepared on first use and kept: reset and unbound for the next use. */
+/* A statement prepared on first use and kept; each use releases it (step_kept(),
+ * step_first_text()), so it is ready for the next. */
 static int cached(Store *s, sqlite3_stmt **slot, const char *sql)
 {
-	if (*slot) {
-		sqlite3_reset(*slot);
-		sqlite3_clear_bindings(*slot);
-		return 0;
-	}
-	return prepare(s, sql, slot);
+	return *slot ? 0 : prepare(s, sql, slot);
 }
 
 int store_session_insert(Store *s, const SessionRow *row)
@@ -277,9 +273,7 @@ int store_session_touch(Store *s, const char *id, double last_activity_at, int64
 	sqlite3_bind_double(s->touch, 1, last_activity_at);
 	sqlite3_bind_int64(s->touch, 2, execution_count);
 	sqlite3_bind_text(s->touch, 3, id, -1, SQLITE_STATIC);
-	r = step_done(s->touch);
-	sqlite3_reset(s->touch);
-	return r;
+	return step_kept(s->touch);
 }
 
 int store_session_delete(Store *s, const char *id)
@@ -442,9 +436,7 @@ int store_exec_log(Store *s, const char *session_id, const char *tool, double st
 	sqlite3_bind_int64(st, 4, duration_ms);
 	sqlite3_bind_int(st, 5, return_code);
 	sqlite3_bind_text(st, 6, outcome, -1, SQLITE_STATIC);
-	r = step_done(st);
-	sqlite3_reset(st);
-	return r;
+	return step_kept(st);
 }
 
 int store_exec_prune(Store *s, int64_t keep)
