@@ -36,6 +36,21 @@ struct Journal {
 	LoopSource *timer;
 };
 
+/* items (*cap of size bytes, n used) with room for one more, grown if need be up to
+ * JOURNAL_MAX; NULL when there is none: the caller flushes the batch. */
+static void *with_room_for_one(void *items, size_t *cap, size_t n, size_t size)
+{
+	size_t more = *cap ? *cap * 2 : 64;
+	void *grown;
+
+	if (n < *cap)
+		return items;
+	if (n >= JOURNAL_MAX || !(grown = realloc(items, more * size)))
+		return NULL;
+	*cap = more;
+	return grown;
+}
+
 void journal_flush(Manager *m)
 {
 	Journal *j = m->journal;
@@ -84,17 +99,10 @@ void journal_note(Session *s, const char *tool, double started_at, int64_t durat
 	JournalEntry *e;
 
 	s->dirty = true;
-	if (j->n == j->cap) {
-		size_t cap = j->cap ? j->cap * 2 : 64;
-		JournalEntry *grown;
-
-		if (j->n >= JOURNAL_MAX || !(grown = realloc(j->entries, cap * sizeof(*grown)))) {
-			journal_flush(m);
-		} else {
-			j->entries = grown;
-			j->cap = cap;
-		}
-	}
+	if ((e = with_room_for_one(j->entries, &j->cap, j->n, sizeof(*e))))
+		j->entries = e;
+	else
+		journal_flush(m);
 	if (j->n < j->cap) {
 		e = &j->entries[j->n++];
 		memcpy(e->session_id, s->id, sizeof(e->session_id));
@@ -111,28 +119,24 @@ void journal_note(Session *s, const char *tool, double started_at, int64_t durat
 /*
  * A destroyed session's row goes with the next batch: the session is gone from memory at
  * once, and a row that outlives a crash names an init that was killed, which a restarted
- * daemon drops. Without room in the batch, the row goes now.
+ * daemon drops. A full batch is written first; without any room, the row goes now.
  */
 void journal_note_delete(Manager *m, const char *id)
 {
 	Journal *j = m->journal;
+	JournalDelete *d;
 
 	if (!j) {
 		store_session_delete(m->store, id);
 		return;
 	}
+	if ((d = with_room_for_one(j->deletes, &j->cap_deletes, j->n_deletes, sizeof(*d))))
+		j->deletes = d;
+	else
+		journal_flush(m);
 	if (j->n_deletes == j->cap_deletes) {
-		size_t cap = j->cap_deletes ? j->cap_deletes * 2 : 64;
-		JournalDelete *grown = NULL;
-
-		if (j->n_deletes < JOURNAL_MAX)
-			grown = realloc(j->deletes, cap * sizeof(*grown));
-		if (!grown) {
-			store_session_delete(m->store, id);
-			return;
-		}
-		j->deletes = grown;
-		j->cap_deletes = cap;
+		store_session_delete(m->store, id);
+		return;
 	}
 	snprintf(j->deletes[j->n_deletes++].session_id, SESSION_ID_MAX + 1, "%s", id);
 	if (!j->timer)
