@@ -18,20 +18,6 @@ static size_t zombie_count(const Manager *m)
 	return n;
 }
 
-/* Warm sandboxes whose interpreter has answered its first request: truly ready. */
-static size_t pool_started(const Manager *m)
-{
-	size_t n = 0;
-
-	for (int which = 0; which < 2; which++)
-		for (const Session *s = m->pool[which]; s; s = s->next) {
-			const Interp *ip = &s->interps[which ? INTERP_KERNEL : INTERP_PYTHON];
-
-			n += ip->state == INTERP_READY && !ip->probing;
-		}
-	return n;
-}
-
 void op_stats(Manager *m, Conn *c)
 {
 	const PaddockConfig *cfg = m->cfg;

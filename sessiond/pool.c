@@ -49,6 +49,14 @@ size_t pool_building_total(const Manager *m)
 	return m->pool_building[POOL_NATIVE] + m->pool_building[POOL_KERNEL];
 }
 
+/* Its interpreter has answered its first request: truly ready. */
+static bool pool_interp_answered(const Session *s, int which)
+{
+	const Interp *ip = &s->interps[which == POOL_KERNEL ? INTERP_KERNEL : INTERP_PYTHON];
+
+	return ip->state == INTERP_READY && !ip->probing;
+}
+
 /* Each takes most of a core while it warms up. */
 size_t pool_warming(const Manager *m)
 {
@@ -59,6 +67,16 @@ size_t pool_warming(const Manager *m)
 			for (int k = 0; k < INTERP_KIND_COUNT; k++)
 				n += s->interps[k].state == INTERP_STARTING ||
 				     (s->interps[k].state == INTERP_READY && s->interps[k].probing);
+	return n;
+}
+
+size_t pool_started(const Manager *m)
+{
+	size_t n = 0;
+
+	for (int which = POOL_NATIVE; which <= POOL_KERNEL; which++)
+		for (const Session *s = m->pool[which]; s; s = s->next)
+			n += pool_interp_answered(s, which);
 	return n;
 }
 
@@ -330,13 +348,6 @@ void pool_schedule(Manager *m)
 		return;
 	loop_add_timer(m->loop, ready_at > now ? ready_at - now : 0, on_pool_timer, m,
 		       &m->pool_timer);
-}
-
-static bool pool_interp_answered(const Session *s, int which)
-{
-	const Interp *ip = &s->interps[which == POOL_KERNEL ? INTERP_KERNEL : INTERP_PYTHON];
-
-	return ip->state == INTERP_READY && !ip->probing;
 }
 
 /* The sandbox to hand out: one whose interpreter already answered, else the oldest

@@ -220,6 +220,8 @@ size_t pool_warm_max(const PaddockConfig *cfg);
 /* Pool sandboxes warming up: children setting up, and interpreters that have not
  * answered their first request yet. */
 size_t pool_warming(const Manager *m);
+/* Pool sandboxes whose interpreter has answered its first request: truly ready. */
+size_t pool_started(const Manager *m);
 /* A pooled interpreter answered its first request, or died: the next build may start;
  * handed out meanwhile, its sandbox gets the default CPU weight. */
 void pool_interp_settled(Session *s);
