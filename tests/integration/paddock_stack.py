@@ -517,17 +517,21 @@ class Stack:
             c.close()
         return reply
 
-    def sandbox_name(self, sid):
-        """What a session's cgroups and workspace are named after (a warm sandbox keeps the
-        name it was built under), from the store."""
+    def store_rows(self, sql, *args):
+        """Rows of a query on the stack's store, opened read-only."""
         import sqlite3
         db = sqlite3.connect(f"file:{os.path.join(self.state_dir, 'paddock.db')}?mode=ro", uri=True)
         try:
-            row = db.execute("SELECT coalesce(rid, id) FROM sessions WHERE id = ?", (sid,)).fetchone()
+            return db.execute(sql, args).fetchall()
         finally:
             db.close()
-        assert row, f"session {sid} is not in the store"
-        return row[0]
+
+    def sandbox_name(self, sid):
+        """What a session's cgroups and workspace are named after (a warm sandbox keeps the
+        name it was built under), from the store."""
+        rows = self.store_rows("SELECT coalesce(rid, id) FROM sessions WHERE id = ?", sid)
+        assert rows, f"session {sid} is not in the store"
+        return rows[0][0]
 
     def kill9(self, key):
         """SIGKILL one program of the stack, as a crash would, and wait for it to be gone."""

@@ -340,13 +340,8 @@ def cpu_weight(name):
 def unclaimed_sandboxes(st, sid):
     """Sibling cgroups of sid's with a process in them that no session of st's store owns:
     warm sandboxes, and sandboxes being built (their child has joined, limits set)."""
-    import sqlite3
     parent = os.path.dirname(cpu_cgroup(st.sandbox_name(sid))[0])
-    db = sqlite3.connect(f"file:{os.path.join(st.state_dir, 'paddock.db')}?mode=ro", uri=True)
-    try:
-        owned = {r[0] for r in db.execute("SELECT coalesce(rid, id) FROM sessions")}
-    finally:
-        db.close()
+    owned = {r[0] for r in st.store_rows("SELECT coalesce(rid, id) FROM sessions")}
     found = []
     for e in os.scandir(parent):
         if not e.is_dir() or e.name in owned:
