@@ -22,6 +22,9 @@ packages=(
 	clang libclang-rt-14-dev
 	# make deb, make rpm and their tests: packaging tools, unit checks, certificates
 	debhelper dpkg-dev devscripts lintian fakeroot rpm cpio openssl systemd adduser
+	# the system test: Debian root filesystems, a container and a VM booted with systemd,
+	# their disk image, and the HAProxy front of the two-node test
+	mmdebstrap systemd-container qemu-system-x86 e2fsprogs haproxy
 )
 
 if [ "$(id -u)" -ne 0 ]; then
