@@ -5,9 +5,11 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cleanup.h"
 
@@ -287,6 +289,29 @@ static int load_env(PaddockConfig *c, char *err, size_t errlen)
 	return 0;
 }
 
+bool config_node_name_valid(const char *name)
+{
+	size_t n = 0;
+
+	for (const char *p = name; *p; p++, n++)
+		if (!isalnum((unsigned char)*p))
+			return false;
+	return n >= 1 && n <= NODE_NAME_MAX;
+}
+
+void config_node_name_from_host(const char *host, char *out, size_t outlen)
+{
+	size_t n = 0;
+
+	/* The host's own name, before its domain: "paddock-vm.example.com" -> "paddockvm". */
+	for (const char *p = host; *p && *p != '.' && n + 1 < outlen && n < NODE_NAME_MAX; p++)
+		if (isalnum((unsigned char)*p))
+			out[n++] = *p;
+	out[n] = '\0';
+	if (n == 0)
+		snprintf(out, outlen, "node");
+}
+
 static int check_relations(PaddockConfig *c, char *err, size_t errlen)
 {
 	if (c->idle_timeout_default > c->idle_timeout_max) {
@@ -314,21 +339,23 @@ static int check_relations(PaddockConfig *c, char *err, size_t errlen)
 		return -EINVAL;
 	}
 	if (c->node_name[0] == '\0') {
-		char host[256] = "node";
+		char host[HOST_NAME_MAX + 1] = "";
 
-		gethostname(host, sizeof(host) - 1);
-		host[strcspn(host, ".")] = '\0';
+		(void)gethostname(host, sizeof(host) - 1);
 		free(c->node_name);
-		c->node_name = strdup(host);
+		c->node_name = malloc(NODE_NAME_MAX + 1);
 		if (!c->node_name)
 			return -ENOMEM;
+		config_node_name_from_host(host, c->node_name, NODE_NAME_MAX + 1);
+		c->node_name_derived = true;
 	}
-	for (const char *p = c->node_name; *p; p++)
-		if (!isalnum((unsigned char)*p)) {
-			snprintf(err, errlen, "node_name: only letters and digits, got '%s'",
-				 c->node_name);
-			return -EINVAL;
-		}
+	if (!config_node_name_valid(c->node_name)) {
+		snprintf(err, errlen,
+			 "node_name: 1 to %d letters and digits (session ids are "
+			 "<node_name>-<random>, routed by that prefix), got '%s'",
+			 NODE_NAME_MAX, c->node_name);
+		return -EINVAL;
+	}
 	return 0;
 }
 

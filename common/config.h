@@ -6,6 +6,13 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/*
+ * node_name: letters and digits only, so that "<node_name>-" never begins another node's
+ * ids and a front proxy can route on that prefix; short enough to leave room for the
+ * random part within a session id.
+ */
+#define NODE_NAME_MAX 63
+
 /* Every setting, with the bounds config.c enforces. Strings are owned. */
 typedef struct PaddockConfig {
 	/* paths */
@@ -15,6 +22,8 @@ typedef struct PaddockConfig {
 	char *node_name;   /* prefix of session ids, for routing across nodes */
 	char *log_level;   /* err, warn, info, debug */
 	char *log_target;  /* stderr, journal or syslog */
+
+	bool node_name_derived; /* node_name was not set: it comes from the host name */
 
 	/* who may talk to sessiond: peers with uid 0, this user's uid, or this group */
 	char *worker_user;
@@ -92,3 +101,13 @@ int config_set(PaddockConfig *c, const char *key, const char *value, char *err, 
 void config_dump(const PaddockConfig *c, FILE *out);
 
 void config_free(PaddockConfig *c);
+
+/* Whether name is a valid node_name: 1 to NODE_NAME_MAX letters and digits. */
+bool config_node_name_valid(const char *name);
+
+/*
+ * The node name a host name gives when node_name is not set: the letters and digits of
+ * its first label, in order, at most NODE_NAME_MAX ("paddock-vm.example.com" gives
+ * "paddockvm"); "node" when none is left. out gets a terminated string (outlen >= 5).
+ */
+void config_node_name_from_host(const char *host, char *out, size_t outlen);

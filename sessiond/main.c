@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "kernel_features.h"
 #include "log.h"
 #include "loop.h"
 #include "manager.h"
@@ -66,9 +67,32 @@ static int setup_signals(Daemon *d)
 	return loop_add_fd(d->loop, d->sigfd, EPOLLIN, on_signal, d, &d->sig_src);
 }
 
+/* One finding of the start-up probes, logged as the one sentence that names cause and fix. */
+static void on_feature(const FeatureCheck *c, void *data)
+{
+	(void)data;
+	if (c->state == FEATURE_OK)
+		log_debug("%s: %s", c->name, c->detail);
+	else if (c->required)
+		log_err("%s; %s", c->detail, c->fix);
+	else
+		log_warn("%s; %s", c->detail, c->fix);
+}
+
+/*
+ * Every kernel feature paddock depends on, tried before anything is set up: a host or a
+ * unit that refuses one is told so now, in one sentence, and not at the first request.
+ */
+static int probe_features(const PaddockConfig *cfg)
+{
+	const FeatureContext ctx = { .root = true, .favor_dynmods = cfg->cgroup_favor_dynmods };
+
+	return kernel_features_probe(&ctx, on_feature, NULL) ? -EOPNOTSUPP : 0;
+}
+
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: paddock-sessiond [--config FILE] [--check-config]\n");
+	fprintf(f, "usage: paddock-sessiond [--config FILE] [--check-config | --end-sessions]\n");
 }
 
 static int open_server(Daemon *d)
@@ -94,12 +118,13 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "config", required_argument, NULL, 'c' },
 		{ "check-config", no_argument, NULL, 'C' },
+		{ "end-sessions", no_argument, NULL, 'E' },
 		{ "wal-checkpoint", required_argument, NULL, 'W' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	const char *config_path = getenv("PADDOCK_CONFIG");
-	bool check = false;
+	bool check = false, end_sessions = false;
 	Daemon d = { .sigfd = -1 };
 	char err[512] = "";
 	int opt, r;
@@ -108,6 +133,7 @@ int main(int argc, char **argv)
 		switch (opt) {
 		case 'c': config_path = optarg; break;
 		case 'C': check = true; break;
+		case 'E': end_sessions = true; break;
 		/* Started by the daemon itself: copy the store's WAL into the database. */
 		case 'W': return store_checkpoint_file(optarg) < 0 ? 1 : 0;
 		case 'h': usage(stdout); return 0;
@@ -129,17 +155,32 @@ int main(int argc, char **argv)
 		log_err("paddock-sessiond must run as root");
 		return 1;
 	}
+	if (d.cfg.node_name_derived)
+		log_info("node_name is not set: %s, the letters and digits of this host's name",
+			 d.cfg.node_name);
+	if (probe_features(&d.cfg) < 0) {
+		config_free(&d.cfg);
+		return 1;
+	}
+	if (end_sessions) {
+		/* Take over what an earlier daemon left (adopting it, or cleaning up after the
+		 * dead), then destroy every session and exit: what removing paddock does. */
+		d.cfg.keep_sessions_on_exit = false;
+		d.cfg.pool_size = 0;
+	}
 	r = loop_new(&d.loop);
 	if (r == 0)
 		r = setup_signals(&d);
 	if (r == 0)
 		r = manager_new(&d.cfg, d.loop, &d.mgr);
-	if (r == 0) {
+	if (r == 0 && end_sessions)
+		log_info("ending every session in %s", d.cfg.state_dir);
+	else if (r == 0) {
 		r = open_server(&d);
 		if (r < 0)
 			log_err("cannot listen in %s: %s", d.cfg.runtime_dir, strerror(-r));
 	}
-	if (r == 0) {
+	if (r == 0 && !end_sessions) {
 		log_info("ready: node %s, state in %s", d.cfg.node_name, d.cfg.state_dir);
 		r = loop_run(d.loop);
 	}

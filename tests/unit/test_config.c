@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests for node_name: what a host name gives when it is not set, and what is refused. */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+
+#include "unit.h"
+
+static bool from_host_is(const char *host, const char *want)
+{
+	char out[NODE_NAME_MAX + 1];
+
+	config_node_name_from_host(host, out, sizeof(out));
+	if (strcmp(out, want) != 0) {
+		fprintf(stderr, "host '%s' gave '%s', expected '%s'\n", host, out, want);
+		return false;
+	}
+	return config_node_name_valid(out);
+}
+
+static void test_from_host(void)
+{
+	char long_host[200], want[NODE_NAME_MAX + 1];
+
+	CHECK(from_host_is("paddock-vm", "paddockvm"));
+	CHECK(from_host_is("paddock-vm.example.com", "paddockvm"));
+	CHECK(from_host_is("web_01-b.lan", "web01b"));
+	CHECK(from_host_is("nodea", "nodea"));
+	CHECK(from_host_is("NodeA2", "NodeA2"));
+	CHECK(from_host_is("", "node"));
+	CHECK(from_host_is("---", "node"));
+	CHECK(from_host_is(".example.com", "node"));
+	memset(long_host, 'a', sizeof(long_host) - 1);
+	long_host[sizeof(long_host) - 1] = '\0';
+	memset(want, 'a', NODE_NAME_MAX);
+	want[NODE_NAME_MAX] = '\0';
+	CHECK(from_host_is(long_host, want));
+}
+
+static void test_valid(void)
+{
+	char name[NODE_NAME_MAX + 2];
+
+	CHECK(config_node_name_valid("nodea"));
+	CHECK(config_node_name_valid("N1"));
+	CHECK(!config_node_name_valid(""));
+	/* A hyphen would let "<a>-" begin the ids of a node named "<a>-<b>". */
+	CHECK(!config_node_name_valid("paddock-vm"));
+	CHECK(!config_node_name_valid("a_b"));
+	CHECK(!config_node_name_valid("a.b"));
+	CHECK(!config_node_name_valid("n\xc3\xa9"));
+	memset(name, 'x', NODE_NAME_MAX);
+	name[NODE_NAME_MAX] = '\0';
+	CHECK(config_node_name_valid(name));
+	name[NODE_NAME_MAX] = 'x';
+	name[NODE_NAME_MAX + 1] = '\0';
+	CHECK(!config_node_name_valid(name));
+}
+
+/* config_load: an unset node_name comes from this host's name; a set one is checked. */
+static void test_load(void)
+{
+	char host[256] = "", want[NODE_NAME_MAX + 1], err[512] = "";
+	PaddockConfig c;
+
+	unsetenv("PADDOCK_NODE_NAME");
+	gethostname(host, sizeof(host) - 1);
+	config_node_name_from_host(host, want, sizeof(want));
+	CHECK(config_load(&c, NULL, err, sizeof(err)) == 0);
+	CHECK(c.node_name && strcmp(c.node_name, want) == 0);
+	CHECK(c.node_name_derived);
+	config_free(&c);
+
+	setenv("PADDOCK_NODE_NAME", "nodeb", 1);
+	CHECK(config_load(&c, NULL, err, sizeof(err)) == 0);
+	CHECK(strcmp(c.node_name, "nodeb") == 0);
+	CHECK(!c.node_name_derived);
+	config_free(&c);
+
+	setenv("PADDOCK_NODE_NAME", "paddock-vm", 1);
+	CHECK(config_load(&c, NULL, err, sizeof(err)) == -EINVAL);
+	CHECK(strstr(err, "node_name") && strstr(err, "'paddock-vm'") &&
+	      strstr(err, "letters and digits"));
+	config_free(&c);
+	unsetenv("PADDOCK_NODE_NAME");
+}
+
+int main(void)
+{
+	test_from_host();
+	test_valid();
+	test_load();
+	return unit_summary();
+}
