@@ -8,28 +8,25 @@
 #include <math.h>
 #include <poll.h>
 #include <pwd.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <json-c/json.h>
-#include <linux/magic.h>
-#include <linux/seccomp.h>
+#include <systemd/sd-daemon.h>
 
 #include "cleanup.h"
 #include "config.h"
-#include "mountinfo.h"
+#include "kernel_features.h"
 #include "proto.h"
+#include "site.h"
 
 #define DEFAULT_CONFIG "/etc/paddock/paddock.conf"
 #define REPLY_TIMEOUT_S 30
@@ -64,7 +61,9 @@ static void usage(FILE *f)
 		"  stats                 counts, cgroup version, limits in force\n"
 		"  doctor [--nginx-conf FILE]\n"
 		"                        check this host: kernel features, cgroups, seccomp,\n"
-		"                        runtimes, users, sockets, directories, nginx\n");
+		"                        runtimes, users, units, sockets, directories, nginx\n"
+		"  site enable|disable   enable (or disable) the paddock site in nginx, test\n"
+		"                        nginx's configuration and reload it\n");
 }
 
 /* ---- talking to the daemon ---- */
@@ -471,169 +470,185 @@ static int in_child(int (*fn)(const void *arg), const void *arg)
 	return WEXITSTATUS(status);
 }
 
-/* Child side: unshare the namespaces in *arg; exit with the errno (0: it worked). */
-static int try_unshare(const void *arg)
+/* One finding of the kernel feature probes (common/kernel_features.c), as sessiond sees it. */
+static void on_feature(const FeatureCheck *fc, void *data)
 {
-	return unshare(*(const int *)arg) < 0 ? errno : 0;
+	Doctor *d = data;
+
+	switch (fc->state) {
+	case FEATURE_OK: report(d, CHECK_OK, fc->name, NULL, "%s", fc->detail); break;
+	case FEATURE_MISSING:
+		report(d, fc->required ? CHECK_FAIL : CHECK_WARN, fc->name, fc->fix, "%s",
+		       fc->detail);
+		break;
+	case FEATURE_UNCHECKED:
+		report(d, CHECK_WARN, fc->name, "run paddockctl doctor as root", "%s", fc->detail);
+		break;
+	}
 }
 
-static void check_namespaces(Doctor *d)
+/* The probes paddock-sessiond runs at start, from here: the kernel, cgroups, seccomp. */
+static void check_kernel_features(Doctor *d)
 {
-	static const struct {
-		const char *name;
-		int flag;
-		const char *fix;
-	} ns[] = {
-		{ "user namespace", CLONE_NEWUSER,
-		  "set user.max_user_namespaces above 0 (sysctl -w user.max_user_namespaces=15000); "
-		  "on a kernel without CONFIG_USER_NS, install one with it" },
-		{ "network namespace", CLONE_NEWNET, "a kernel built with CONFIG_NET_NS" },
-		{ "mount namespace", CLONE_NEWNS, "a kernel with mount namespaces" },
-		{ "pid namespace", CLONE_NEWPID, "a kernel built with CONFIG_PID_NS" },
-		{ "ipc namespace", CLONE_NEWIPC, "a kernel built with CONFIG_IPC_NS" },
-		{ "uts namespace", CLONE_NEWUTS, "a kernel built with CONFIG_UTS_NS" },
-		{ "cgroup namespace", CLONE_NEWCGROUP,
-		  "a kernel built with CONFIG_CGROUPS (4.6+)" },
-	};
-	_cleanup_fclose_ FILE *f = fopen("/proc/sys/user/max_user_namespaces", "re");
-	long max = -1;
+	const FeatureContext ctx = { .root = d->root,
+				     .favor_dynmods = d->ctl->cfg.cgroup_favor_dynmods };
 
-	if (f && fscanf(f, "%ld", &max) == 1 && max == 0)
-		report(d, CHECK_FAIL, "user namespace", ns[0].fix,
-		       "user.max_user_namespaces is 0: user namespaces are switched off");
-	for (size_t i = 0; i < ARRAY_SIZE(ns); i++) {
-		int r;
+	(void)kernel_features_probe(&ctx, on_feature, d);
+}
 
-		if (i == 0 && max == 0)
+/* A unit setting that breaks paddock, and what to say about it. */
+struct unit_hazard {
+	const char *property; /* as systemctl show prints it */
+	const char *value;    /* the value that breaks paddock */
+	enum check_status st; /* fail, or warn when only part of paddock suffers */
+	const char *what;     /* what it breaks */
+	const char *fix;      /* how to undo it */
+};
+
+static const struct unit_hazard unit_hazards[] = {
+	{ "RestrictSUIDSGID", "yes", CHECK_FAIL,
+	  "its seccomp filter answers openat2() with ENOSYS: every file operation fails",
+	  "systemctl edit paddock-sessiond: [Service] RestrictSUIDSGID=no" },
+	{ "ProtectControlGroups", "yes", CHECK_FAIL,
+	  "it mounts /sys/fs/cgroup read-only: no session's cgroup can be made",
+	  "systemctl edit paddock-sessiond: [Service] ProtectControlGroups=no" },
+	{ "PrivateUsers", "yes", CHECK_FAIL,
+	  "the daemon runs in a user namespace without the sandboxes' uids",
+	  "systemctl edit paddock-sessiond: [Service] PrivateUsers=no" },
+	{ "MemoryDenyWriteExecute", "yes", CHECK_WARN,
+	  "every sandbox inherits its filter: node (a JIT) cannot run",
+	  "systemctl edit paddock-sessiond: [Service] MemoryDenyWriteExecute=no" },
+};
+
+/* The value of "key=value" among systemctl show's lines, or NULL. */
+static const char *show_value(const char *dump, const char *key, char *out, size_t len)
+{
+	size_t klen = strlen(key);
+
+	for (const char *line = dump; line && *line;) {
+		const char *nl = strchr(line, '\n');
+
+		if (strncmp(line, key, klen) == 0 && line[klen] == '=') {
+			size_t n = nl ? (size_t)(nl - line) - klen - 1 : strlen(line + klen + 1);
+
+			snprintf(out, len, "%.*s", (int)n, line + klen + 1);
+			return out;
+		}
+		line = nl ? nl + 1 : NULL;
+	}
+	return NULL;
+}
+
+/*
+ * The daemon's unit may refuse what this shell allows: its hardening settings, read from
+ * systemd, for the ones known to break paddock. Its own start-up probes have the last word
+ * (journalctl -u paddock-sessiond).
+ */
+static void check_unit_hardening(Doctor *d, const char *systemctl)
+{
+	char *argv[] = { (char *)systemctl,
+			 "show",
+			 "paddock-sessiond.service",
+			 "-p",
+			 "LoadState",
+			 "-p",
+			 "SystemCallFilter",
+			 NULL,
+			 NULL,
+			 NULL,
+			 NULL,
+			 NULL,
+			 NULL,
+			 NULL,
+			 NULL,
+			 NULL };
+	_cleanup_free_ char *dump = NULL;
+	char v[256];
+	size_t n = 7;
+	bool bad = false;
+	int status = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(unit_hazards) && n + 2 < ARRAY_SIZE(argv); i++) {
+		argv[n++] = "-p";
+		argv[n++] = (char *)unit_hazards[i].property;
+	}
+	if (run_capture(argv, false, &dump, &status) < 0 || !WIFEXITED(status) ||
+	    WEXITSTATUS(status) != 0 || !show_value(dump, "LoadState", v, sizeof(v)) ||
+	    strcmp(v, "loaded") != 0)
+		return; /* no such unit here: check_units says so */
+	for (size_t i = 0; i < ARRAY_SIZE(unit_hazards); i++) {
+		const struct unit_hazard *hz = &unit_hazards[i];
+
+		if (!show_value(dump, hz->property, v, sizeof(v)) || strcmp(v, hz->value) != 0)
 			continue;
-		if (!d->root && ns[i].flag != CLONE_NEWUSER) {
-			report(d, CHECK_WARN, ns[i].name, "run paddockctl doctor as root",
-			       "not checked: needs root");
+		report(d, hz->st, "unit hardening", hz->fix,
+		       "paddock-sessiond.service sets %s=%s: %s", hz->property, hz->value,
+		       hz->what);
+		bad = true;
+	}
+	if (show_value(dump, "SystemCallFilter", v, sizeof(v)) && v[0]) {
+		report(d, CHECK_WARN, "unit hardening",
+		       "journalctl -u paddock-sessiond: the daemon names at start any call its "
+		       "unit refuses",
+		       "paddock-sessiond.service sets SystemCallFilter=: it must let openat2, "
+		       "clone3, pidfd_getfd and the mount calls through");
+		bad = true;
+	}
+	if (!bad)
+		report(d, CHECK_OK, "unit hardening", NULL,
+		       "paddock-sessiond.service sets nothing known to break paddock");
+}
+
+/* The units the package installs, each active (systemd as pid 1 only). */
+static void check_units(Doctor *d, const char *systemctl)
+{
+	static const char *const units[] = { "paddock-sandboxes.service",
+					     "paddock-sessiond.service", "paddock-fcgi.socket" };
+
+	for (size_t i = 0; i < ARRAY_SIZE(units); i++) {
+		char *argv[] = { (char *)systemctl, "is-active", (char *)units[i], NULL };
+		_cleanup_free_ char *out = NULL;
+		char fix[256];
+		int status = 0;
+
+		if (run_capture(argv, false, &out, &status) < 0) {
+			report(d, CHECK_WARN, units[i], "check systemctl", "cannot run %s",
+			       systemctl);
 			continue;
 		}
-		r = in_child(try_unshare, &ns[i].flag);
-		if (r == 0)
-			report(d, CHECK_OK, ns[i].name, NULL, "can be created");
+		out[strcspn(out, "\n")] = '\0';
+		if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+			report(d, CHECK_OK, units[i], NULL, "active");
+			continue;
+		}
+		if (strcmp(out, "failed") == 0)
+			snprintf(fix, sizeof(fix),
+				 "journalctl -u %s says why; then systemctl restart %s", units[i],
+				 units[i]);
 		else
-			report(d, CHECK_FAIL, ns[i].name, ns[i].fix, "cannot be created: %s",
-			       strerror(r < 0 ? -r : r));
+			snprintf(fix, sizeof(fix), "systemctl enable --now %s", units[i]);
+		report(d, CHECK_FAIL, units[i], fix, "%s", *out ? out : "not active");
 	}
 }
 
-static bool word_in(const char *list, const char *word)
+/* What systemd runs, when it runs the host; nothing to check otherwise. */
+static void check_systemd(Doctor *d)
 {
-	size_t n = strlen(word);
+	static const char *const paths[] = { "/usr/bin/systemctl", "/bin/systemctl" };
+	const char *systemctl = NULL;
 
-	for (const char *p = list; (p = strstr(p, word)); p += n)
-		if ((p == list || p[-1] == ' ' || p[-1] == '\t') &&
-		    (p[n] == '\0' || p[n] == ' ' || p[n] == '\n' || p[n] == '\t'))
-			return true;
-	return false;
-}
-
-static void check_cgroups(Doctor *d)
-{
-	struct statfs sfs;
-	char line[512];
-
-	if (statfs("/sys/fs/cgroup", &sfs) < 0) {
-		report(d, CHECK_FAIL, "cgroups", "mount cgroup2 on /sys/fs/cgroup",
-		       "/sys/fs/cgroup: %s", strerror(errno));
+	if (sd_booted() <= 0)
+		return;
+	for (size_t i = 0; i < ARRAY_SIZE(paths) && !systemctl; i++)
+		if (access(paths[i], X_OK) == 0)
+			systemctl = paths[i];
+	if (!systemctl) {
+		report(d, CHECK_WARN, "systemd", "install systemctl (package systemd)",
+		       "systemd runs this host but systemctl is missing: units not checked");
 		return;
 	}
-	if (sfs.f_type == CGROUP2_SUPER_MAGIC) {
-		_cleanup_fclose_ FILE *f = fopen("/sys/fs/cgroup/cgroup.controllers", "re");
-		const char *fix = "enable the controller on the kernel command line "
-				  "(cgroup_enable=memory) and make sure nothing disables it "
-				  "(cgroup_disable=, systemd.unified_cgroup_hierarchy)";
-
-		if (!f || !fgets(line, sizeof(line), f)) {
-			report(d, CHECK_FAIL, "cgroup v2", fix, "cannot read cgroup.controllers");
-			return;
-		}
-		report(d, CHECK_OK, "cgroup version", NULL, "v2 (unified)");
-		report(d, word_in(line, "memory") ? CHECK_OK : CHECK_FAIL, "cgroup memory", fix,
-		       "%s", word_in(line, "memory") ? "available" : "memory controller missing");
-		report(d, word_in(line, "pids") ? CHECK_OK : CHECK_FAIL, "cgroup pids", fix, "%s",
-		       word_in(line, "pids") ? "available" : "pids controller missing");
-		report(d, word_in(line, "cpu") ? CHECK_OK : CHECK_WARN, "cgroup cpu", fix, "%s",
-		       word_in(line, "cpu") ? "available" :
-					      "cpu controller missing: cpu_quota_percent is not "
-					      "enforced");
-		return;
-	} else {
-		_cleanup_fclose_ FILE *f = fopen("/proc/cgroups", "re");
-		bool mem = false, pids = false, cpu = false;
-		const char *fix = "mount the memory and pids hierarchies under /sys/fs/cgroup "
-				  "(cgroup_enable=memory on the kernel command line), or boot "
-				  "with systemd.unified_cgroup_hierarchy=1 for cgroup v2";
-
-		while (f && fgets(line, sizeof(line), f)) {
-			char name[64];
-			int hier, num, enabled;
-
-			if (sscanf(line, "%63s %d %d %d", name, &hier, &num, &enabled) != 4 ||
-			    !enabled)
-				continue;
-			mem |= strcmp(name, "memory") == 0;
-			pids |= strcmp(name, "pids") == 0;
-			cpu |= strcmp(name, "cpu") == 0;
-		}
-		report(d, CHECK_OK, "cgroup version", NULL, "v1 (legacy or hybrid hierarchy)");
-		report(d, mem ? CHECK_OK : CHECK_FAIL, "cgroup memory", fix, "%s",
-		       mem ? "available" : "memory controller missing");
-		report(d, pids ? CHECK_OK : CHECK_FAIL, "cgroup pids", fix, "%s",
-		       pids ? "available" : "pids controller missing");
-		report(d, cpu ? CHECK_OK : CHECK_WARN, "cgroup cpu", fix, "%s",
-		       cpu ? "available" : "cpu controller missing: quota not enforced");
-	}
-}
-
-/* Without favordynmods every sandbox build waits ~10 ms in its cgroup migration. */
-static void check_favordynmods(Doctor *d)
-{
-	char mnt[PATH_MAX], opts[512];
-	bool ro;
-
-	if (mountinfo_find_cgroup2(mnt, sizeof(mnt), opts, sizeof(opts), &ro) < 0) {
-		report(d, CHECK_WARN, "cgroup favordynmods",
-		       "mount cgroup2 (the hybrid layout's /sys/fs/cgroup/unified will do)",
-		       "no cgroup2 mount: each sandbox build waits for an RCU grace period");
-		return;
-	}
-	if (mount_options_have(opts, "favordynmods")) {
-		report(d, CHECK_OK, "cgroup favordynmods", NULL, "set on %s", mnt);
-		return;
-	}
-	report(d, CHECK_WARN, "cgroup favordynmods",
-	       "cgroup_favor_dynmods = true (the default) sets it when paddock-sessiond starts",
-	       "not set on %s: each sandbox build waits about 10 ms to join its cgroup", mnt);
-}
-
-static void check_seccomp(Doctor *d)
-{
-	const char *fix = "a kernel built with CONFIG_SECCOMP and CONFIG_SECCOMP_FILTER";
-	_cleanup_fclose_ FILE *f = NULL;
-	char line[512] = "";
-
-	if (prctl(PR_GET_SECCOMP, 0, 0, 0, 0) < 0) {
-		report(d, CHECK_FAIL, "seccomp", fix, "not supported by the kernel: %s",
-		       strerror(errno));
-		return;
-	}
-	/* A NULL filter: EFAULT when filters are supported, EINVAL when not. */
-	if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, NULL, 0, 0) == 0 || errno != EFAULT) {
-		report(d, CHECK_FAIL, "seccomp", fix, "filter mode is not available");
-		return;
-	}
-	f = fopen("/proc/sys/kernel/seccomp/actions_avail", "re");
-	if (f && fgets(line, sizeof(line), f) &&
-	    (!word_in(line, "errno") || !word_in(line, "kill_process"))) {
-		report(d, CHECK_FAIL, "seccomp", "a kernel of 4.14 or later",
-		       "the kernel lacks the errno or kill_process action");
-		return;
-	}
-	report(d, CHECK_OK, "seccomp", NULL, "filters available");
+	check_units(d, systemctl);
+	check_unit_hardening(d, systemctl);
 }
 
 static bool executable(const char *path)
@@ -798,61 +813,6 @@ static void check_dirs_and_sockets(Doctor *d)
 	}
 }
 
-/* Run argv, returning its standard output (owned) and exit status. */
-static int capture(char *const argv[], char **out, int *status)
-{
-	_cleanup_free_ char *buf = NULL;
-	size_t len = 0, cap = 0;
-	int pipefd[2];
-	pid_t pid;
-
-	if (pipe2(pipefd, O_CLOEXEC) < 0)
-		return -errno;
-	pid = fork();
-	if (pid < 0) {
-		close(pipefd[0]);
-		close(pipefd[1]);
-		return -errno;
-	}
-	if (pid == 0) {
-		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-
-		if (dup2(pipefd[1], 1) < 0 ||
-		    (null >= 0 && (dup2(null, 0) < 0 || dup2(null, 2) < 0)))
-			_exit(127);
-		execv(argv[0], argv);
-		_exit(127);
-	}
-	close(pipefd[1]);
-	for (;;) {
-		ssize_t n;
-
-		if (len + 4096 + 1 > cap) {
-			char *nb = realloc(buf, cap ? cap * 2 : 65536);
-
-			if (!nb)
-				break;
-			buf = nb;
-			cap = cap ? cap * 2 : 65536;
-		}
-		n = read(pipefd[0], buf + len, cap - len - 1);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		len += (size_t)n;
-	}
-	close(pipefd[0]);
-	while (waitpid(pid, status, 0) < 0)
-		if (errno != EINTR)
-			return -errno;
-	if (!buf)
-		return -ENOMEM;
-	buf[len] = '\0';
-	*out = TAKE_PTR(buf);
-	return 0;
-}
-
 /* The first top-level "user NAME" directive of an nginx -T dump, or NULL. */
 static const char *nginx_user(char *dump, char *name, size_t len)
 {
@@ -870,44 +830,99 @@ static const char *nginx_user(char *dump, char *name, size_t len)
 	return NULL;
 }
 
+/*
+ * The package's one enabling step is paddockctl site enable: say whether it was taken. A
+ * server block of the operator's own that includes paddock's locations does as well.
+ */
+static void check_nginx_site(Doctor *d, const NginxHost *h, bool locations_elsewhere)
+{
+	char link[PATH_MAX];
+
+	switch (nginx_site_state(h, link, sizeof(link))) {
+	case SITE_ENABLED: report(d, CHECK_OK, "nginx site", NULL, "enabled: %s", link); break;
+	case SITE_BY_PLACE:
+		report(d, CHECK_OK, "nginx site", NULL, "active by its place: %s", h->site);
+		break;
+	case SITE_DISABLED:
+		if (locations_elsewhere)
+			report(d, CHECK_OK, "nginx site", NULL,
+			       "not enabled; paddock's locations are in a server block of your own");
+		else
+			report(d, CHECK_FAIL, "nginx site", "paddockctl site enable",
+			       "the paddock site is not enabled in nginx: run paddockctl site "
+			       "enable");
+		break;
+	case SITE_DANGLING:
+		report(d, CHECK_FAIL, "nginx site", "paddockctl site disable",
+		       "%s links to a site that is gone: nginx -t fails", h->link);
+		break;
+	case SITE_FOREIGN:
+		report(d, CHECK_WARN, "nginx site", "remove it, then paddockctl site enable",
+		       "%s is not a link to the paddock site", h->link);
+		break;
+	case SITE_NOT_INSTALLED:
+		report(d, locations_elsewhere ? CHECK_OK : CHECK_FAIL, "nginx site",
+		       "reinstall the package (it installs the site)", "%s%s",
+		       h->layout == NGINX_LAYOUT_UNKNOWN ? "no sites-available/ or conf.d/ in " :
+							   "not installed: no ",
+		       h->layout == NGINX_LAYOUT_UNKNOWN ? h->dir : h->site);
+		break;
+	}
+}
+
+static void check_nginx_running(Doctor *d, const NginxHost *h)
+{
+	if (nginx_running(h))
+		report(d, CHECK_OK, "nginx running", NULL, "%s",
+		       h->systemd ? "nginx.service is active" : "its pid file names a live nginx");
+	else
+		report(d, CHECK_FAIL, "nginx running",
+		       h->systemd ? "systemctl enable --now nginx" : "start nginx",
+		       "nginx is not running: nothing serves paddock");
+}
+
 static void check_nginx(Doctor *d, const char *nginx_conf)
 {
-	static const char *const bins[] = { "/usr/sbin/nginx", "/usr/bin/nginx",
-					    "/usr/local/sbin/nginx",
-					    "/usr/local/nginx/sbin/nginx" };
 	const PaddockConfig *cfg = &d->ctl->cfg;
 	_cleanup_free_ char *dump = NULL;
-	const char *bin = NULL, *user;
+	const char *user;
 	char sock[PATH_MAX + 16], uname[64];
 	struct passwd *pw;
 	struct group *gr;
+	NginxHost h;
+	bool locations;
 	int status = 0, r;
 
-	for (size_t i = 0; i < ARRAY_SIZE(bins) && !bin; i++)
-		if (executable(bins[i]))
-			bin = bins[i];
-	if (!bin) {
+	nginx_host_init(&h);
+	if (!h.bin) {
 		report(d, CHECK_FAIL, "nginx", "apt install nginx / dnf install nginx",
 		       "not installed");
 		return;
 	}
-	report(d, CHECK_OK, "nginx", NULL, "%s", bin);
+	report(d, CHECK_OK, "nginx", NULL, "%s", h.bin);
+	check_nginx_running(d, &h);
 	if (!d->root) {
+		check_nginx_site(d, &h, false);
 		report(d, CHECK_WARN, "nginx wiring", "run paddockctl doctor as root",
 		       "not checked: reading nginx's configuration needs root");
 		return;
 	}
+	if (!nginx_conf && h.private_tree)
+		nginx_conf = h.conf;
 	{
-		char *argv[] = { (char *)bin,	     "-T", "-q", nginx_conf ? "-c" : NULL,
+		char *argv[] = { (char *)h.bin,	     "-T", "-q", nginx_conf ? "-c" : NULL,
 				 (char *)nginx_conf, NULL };
 
-		r = capture(argv, &dump, &status);
+		r = run_capture(argv, false, &dump, &status);
 	}
 	if (r < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		check_nginx_site(d, &h, false);
 		report(d, CHECK_FAIL, "nginx wiring", "nginx -t shows what is wrong",
 		       "nginx -T failed: its configuration does not load");
 		return;
 	}
+	locations = strstr(dump, "fastcgi_pass paddock_fcgi") != NULL;
+	check_nginx_site(d, &h, locations);
 	snprintf(sock, sizeof(sock), "unix:%s/fcgi.sock", cfg->runtime_dir);
 	if (!strstr(dump, "upstream paddock_fcgi") || !strstr(dump, sock))
 		report(d, CHECK_FAIL, "nginx upstream",
@@ -916,10 +931,10 @@ static void check_nginx(Doctor *d, const char *nginx_conf)
 		       "no upstream paddock_fcgi with server %s", sock);
 	else
 		report(d, CHECK_OK, "nginx upstream", NULL, "paddock_fcgi -> %s", sock + 5);
-	if (!strstr(dump, "fastcgi_pass paddock_fcgi"))
+	if (!locations)
 		report(d, CHECK_FAIL, "nginx locations",
-		       "include the paddock-locations.conf snippet in a server block, or enable "
-		       "the shipped site (docs/operations.md)",
+		       "paddockctl site enable, or include the paddock-locations.conf snippet in a "
+		       "server block of your own (docs/operations.md)",
 		       "no location passes to paddock_fcgi");
 	else
 		report(d, CHECK_OK, "nginx locations", NULL, "paddock's locations are included");
@@ -952,12 +967,10 @@ static int cmd_doctor(const Ctl *c, const char *nginx_conf)
 		return -ENOMEM;
 	if (!d.root && !c->json)
 		printf("(not root: some checks are skipped)\n");
-	check_namespaces(&d);
-	check_cgroups(&d);
-	check_favordynmods(&d);
-	check_seccomp(&d);
+	check_kernel_features(&d);
 	check_runtimes(&d);
 	check_users(&d);
+	check_systemd(&d);
 	check_dirs_and_sockets(&d);
 	check_nginx(&d, nginx_conf);
 	if (c->json) {
@@ -974,6 +987,26 @@ static int cmd_doctor(const Ctl *c, const char *nginx_conf)
 					  "all required checks passed");
 	}
 	return d.failed ? -EPROTO : 0;
+}
+
+/* ---- site ---- */
+
+static int cmd_site(const char *what)
+{
+	NginxHost h;
+	int r;
+
+	nginx_host_init(&h);
+	/* The host's nginx is root's; a private tree (PADDOCK_NGINX_DIR) is a test's. */
+	if (geteuid() != 0 && !h.private_tree) {
+		fprintf(stderr,
+			"paddockctl: site %s changes nginx's configuration: run it as root\n",
+			what);
+		return -EPERM;
+	}
+	r = strcmp(what, "enable") == 0 ? site_enable(&h) : site_disable(&h);
+	/* Whatever went wrong was said; -EINVAL is kept for a bad command line. */
+	return r < 0 ? -EIO : 0;
 }
 
 /* ---- main ---- */
@@ -1011,6 +1044,9 @@ static int run(Ctl *c, int argc, char **argv)
 		}
 		return cmd_drain(c, on, wait, timeout);
 	}
+	if (strcmp(cmd, "site") == 0 && argc == 2 &&
+	    (strcmp(argv[1], "enable") == 0 || strcmp(argv[1], "disable") == 0))
+		return cmd_site(argv[1]);
 	if (strcmp(cmd, "doctor") == 0) {
 		if (argc == 1)
 			return cmd_doctor(c, NULL);
