@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """Fixtures of the integration suite: the real stack (one per test file, started
 once), extra stacks with other settings, a client and a fresh session per test.
+With PADDOCK_TEST_INSTALLED=1 the main stack is the installed package's (paddock_stack).
 
 Not root: the whole file is skipped with exit status 77, which ctest counts as a skip.
 """
@@ -35,7 +36,12 @@ class Stacks:
     def get(self, name, env=None):
         st = self.by_name.get(name)
         if st is None:
-            st = ps.Stack(name, env)
+            # Installed mode: the main stack is the package's, run by systemd; stacks with
+            # other settings run the dev way with the installed programs.
+            if ps.INSTALLED and name == "main" and not env:
+                st = ps.InstalledStack(name)
+            else:
+                st = ps.Stack(name, env)
             self.by_name[name] = st
             st.start()
         else:

@@ -31,6 +31,20 @@ import yaml
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_DIR = os.path.abspath(os.environ.get("PADDOCK_SOURCE_DIR") or os.path.join(HERE, "..", ".."))
 BUILD_DIR = os.path.abspath(os.environ.get("PADDOCK_BUILD_DIR") or os.path.join(SOURCE_DIR, "build"))
+# Installed mode (the system test, in a guest where the .deb is installed): the main stack
+# is the package's own (systemd units, the site on port 8080), and stacks with other
+# settings are started the dev way, with the installed programs.
+INSTALLED = os.environ.get("PADDOCK_TEST_INSTALLED") == "1"
+if INSTALLED:
+    SESSIOND_BIN = "/usr/sbin/paddock-sessiond"
+    FCGI_BIN = "/usr/sbin/paddock-fcgi"
+    PADDOCKCTL_BIN = "/usr/sbin/paddockctl"
+    LIB_DIR = "/usr/libexec/paddock"
+else:
+    SESSIOND_BIN = os.path.join(BUILD_DIR, "paddock-sessiond")
+    FCGI_BIN = os.path.join(BUILD_DIR, "paddock-fcgi")
+    PADDOCKCTL_BIN = os.path.join(BUILD_DIR, "paddockctl")
+    LIB_DIR = os.path.join(BUILD_DIR, "lib")
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 
 START_TIMEOUT = 60.0  # seconds for one program to open its socket
@@ -71,9 +85,10 @@ def sanitized_build():
 def preflight():
     """What stops the stack from starting here, as a list of sentences."""
     problems = []
-    for b in ("paddock-sessiond", "paddock-fcgi"):
-        if not os.access(os.path.join(BUILD_DIR, b), os.X_OK):
-            problems.append(f"{BUILD_DIR}/{b} is missing (build first)")
+    for b in (SESSIOND_BIN, FCGI_BIN):
+        if not os.access(b, os.X_OK):
+            problems.append(f"{b} is missing ("
+                            + ("is the package installed?" if INSTALLED else "build first") + ")")
     if not os.access(NGINX, os.X_OK):
         problems.append("nginx is not installed (scripts/deps.sh)")
     try:
@@ -417,7 +432,7 @@ class Stack:
         env.update({
             "PADDOCK_STATE_DIR": self.state_dir,
             "PADDOCK_RUNTIME_DIR": self.run_dir,
-            "PADDOCK_LIB_DIR": os.path.join(BUILD_DIR, "lib"),
+            "PADDOCK_LIB_DIR": LIB_DIR,
             "PADDOCK_NODE_NAME": self.node_name,
             "PADDOCK_UID_BASE": str(self.uid_base),
             "PADDOCK_LOG_LEVEL": "debug",
@@ -482,12 +497,12 @@ class Stack:
         os.chmod(self.run_dir, 0o770)
         env = self.env()
 
-        sessiond = self._spawn("paddock-sessiond", [os.path.join(BUILD_DIR, "paddock-sessiond")], env)
+        sessiond = self._spawn("paddock-sessiond", [SESSIOND_BIN], env)
         sock = os.path.join(self.run_dir, "sessiond.sock")
         self._wait_until(lambda: _connectable(socket.AF_UNIX, sock), sessiond, "paddock-sessiond")
 
         fsock = os.path.join(self.run_dir, "fcgi.sock")
-        fcgi = self._spawn("paddock-fcgi", [os.path.join(BUILD_DIR, "paddock-fcgi"), "--socket", fsock], env)
+        fcgi = self._spawn("paddock-fcgi", [FCGI_BIN, "--socket", fsock], env)
         self._wait_until(lambda: _connectable(socket.AF_UNIX, fsock), fcgi, "paddock-fcgi")
 
         for _ in range(5):  # the free port may be taken between probe and bind
@@ -543,12 +558,12 @@ class Stack:
         """Start a program of the stack again (after kill9) and wait until it serves."""
         env = self.env()
         if key == "paddock-sessiond":
-            p = self._spawn(key, [os.path.join(BUILD_DIR, "paddock-sessiond")], env)
+            p = self._spawn(key, [SESSIOND_BIN], env)
             sock = os.path.join(self.run_dir, "sessiond.sock")
             self._wait_until(lambda: _connectable(socket.AF_UNIX, sock), p, key)
         elif key == "paddock-fcgi":
             fsock = os.path.join(self.run_dir, "fcgi.sock")
-            p = self._spawn(key, [os.path.join(BUILD_DIR, "paddock-fcgi"), "--socket", fsock], env)
+            p = self._spawn(key, [FCGI_BIN, "--socket", fsock], env)
             self._wait_until(lambda: _connectable(socket.AF_UNIX, fsock), p, key)
         else:
             raise ValueError(key)
@@ -646,6 +661,155 @@ class Stack:
         self.procs = {}
         if not mounts and not os.environ.get("PADDOCK_KEEP_STATE"):
             remove_tree_one_fs(self.state_dir)
+        return problems
+
+
+class UnitProcess:
+    """The main process of a systemd unit, with the part of Popen's interface the tests use
+    (pid, poll(), returncode): poll() is None while that same process runs."""
+
+    def __init__(self, unit):
+        self.unit = unit
+        out = subprocess.run(["systemctl", "show", "-P", "MainPID", unit], capture_output=True,
+                             text=True).stdout.strip()
+        self.pid = int(out or 0)
+        self.start = _proc_stat(self.pid)[1] if self.pid and _proc_stat(self.pid) else None
+        self.returncode = None if self.start is not None else 1
+
+    def poll(self):
+        st = _proc_stat(self.pid) if self.pid else None
+        if st is None or st[1] != self.start:
+            self.returncode = 1
+        return self.returncode
+
+
+class InstalledStack(Stack):
+    """The package's own stack, run by systemd (installed mode): nginx's paddock site on
+    127.0.0.1:8080, sessiond and the socket-activated worker as units, the state in
+    /var/lib/paddock. stop() leaves the services running and only checks that the
+    sessions this test process made left nothing behind."""
+
+    UNITS = {"paddock-sessiond": "paddock-sessiond.service", "paddock-fcgi": "paddock-fcgi.service",
+             "nginx": "nginx.service"}
+    CONFIG = "/etc/paddock/paddock.conf"
+
+    def __init__(self, name="main"):
+        self.name = name
+        self.extra_env = {}
+        self.session_ids = set()
+        self.exit_codes = {}
+        self.final_logs = None
+        self.state_dir = "/var/lib/paddock"
+        self.port = 8080
+        self.started = False
+        self.since = time.strftime("%Y-%m-%d %H:%M:%S")
+        self.config = self._check_config()
+        self.node_name = self.config.get("node_name", "")
+        self.uid_base = int(self.config.get("uid_base", "0") or 0)
+        STACKS.append(self)
+
+    def _check_config(self):
+        r = subprocess.run([SESSIOND_BIN, "--config", self.CONFIG, "--check-config"],
+                           capture_output=True, text=True)
+        conf = {}
+        for line in r.stdout.splitlines():
+            k, sep, v = line.partition(" = ")
+            if sep:
+                conf[k.strip()] = v.strip()
+        return conf
+
+    @property
+    def run_dir(self):
+        return self.config.get("runtime_dir") or "/run/paddock"
+
+    @property
+    def log_dir(self):
+        return None
+
+    @property
+    def procs(self):
+        # The worker is socket-activated: it has a main process once a request came.
+        out = {}
+        for key, unit in self.UNITS.items():
+            p = UnitProcess(unit)
+            if p.pid or key != "paddock-fcgi":
+                out[key] = p
+        return out
+
+    @procs.setter
+    def procs(self, value):
+        pass
+
+    def env(self):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PADDOCK_")}
+        env["PADDOCK_TEST_INSTALLED"] = "1"
+        return env
+
+    def start(self):
+        sock = os.path.join(self.run_dir, "sessiond.sock")
+        wait_for(lambda: _connectable(socket.AF_UNIX, sock), START_TIMEOUT, "sessiond.sock")
+        wait_for(lambda: _connectable(socket.AF_INET, ("127.0.0.1", self.port)), START_TIMEOUT,
+                 f"the paddock site on 127.0.0.1:{self.port} (is it enabled?)")
+        self.started = True
+        return self
+
+    def _wait_serving(self, key):
+        if key == "paddock-sessiond":
+            sock = os.path.join(self.run_dir, "sessiond.sock")
+        else:
+            sock = os.path.join(self.run_dir, "fcgi.sock")
+        wait_for(lambda: _connectable(socket.AF_UNIX, sock), START_TIMEOUT, f"{key}'s socket")
+
+    def kill9(self, key):
+        """SIGKILL the unit's main process, as a crash would, and wait for it to be gone."""
+        p = UnitProcess(self.UNITS[key])
+        subprocess.run(["systemctl", "kill", "-s", "KILL", "--kill-who=main", self.UNITS[key]],
+                       check=True, capture_output=True)
+        if p.pid:
+            wait_for(lambda: p.poll() is not None, STOP_TIMEOUT, f"{key} to die")
+
+    def restart(self, key):
+        """systemctl restart the unit and wait until it serves."""
+        if key not in ("paddock-sessiond", "paddock-fcgi"):
+            raise ValueError(key)
+        subprocess.run(["systemctl", "restart", self.UNITS[key]], check=True, capture_output=True)
+        self._wait_serving(key)
+        return UnitProcess(self.UNITS[key])
+
+    def assert_alive(self):
+        down = [u for k, u in self.UNITS.items() if k != "paddock-fcgi"
+                and subprocess.run(["systemctl", "is-active", "-q", u]).returncode != 0]
+        assert not down, f"installed stack: units not active: {down}\n" + self.logs()
+
+    def logs(self, tail=20000):
+        r = subprocess.run(["journalctl", "--no-pager", "-q", "--since", self.since,
+                            "-u", "paddock-sessiond", "-u", "paddock-fcgi", "-u", "nginx"],
+                           capture_output=True, text=True, errors="replace")
+        return f"----- {self.name}: journal since {self.since} -----\n" + r.stdout[-tail:]
+
+    def stop(self):
+        """Leave the services running; report what the sessions made here left behind."""
+        problems = []
+        needles = sorted(self.session_ids)
+        if needles:
+            left = self.store_rows(
+                "SELECT id FROM sessions WHERE id IN (%s)" % ",".join("?" * len(needles)), *needles)
+            if left:
+                problems.append("sessions still in the store: " + ", ".join(r[0] for r in left[:20]))
+            in_cg = processes_in_cgroups_matching(needles)
+            if in_cg:
+                problems.append("processes left in session cgroups: " + ", ".join(in_cg[:20]))
+            mounts = [m for m in mounts_under(self.state_dir) if any(n in m for n in needles)]
+            if mounts:
+                problems.append("mounts left under the state dir: " + ", ".join(mounts[:20]))
+            cgs = cgroups_matching(needles)
+            if cgs:
+                problems.append("cgroups left: " + ", ".join(cgs[:20]))
+        logs = self.logs(tail=2_000_000)
+        for mark in SANITIZER_MARKS:
+            if mark in logs:
+                problems.append(f"a sanitizer reported '{mark}' (see the logs)")
+        self.final_logs = self.logs()
         return problems
 
 
