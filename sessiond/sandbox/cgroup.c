@@ -17,6 +17,7 @@
 #include <linux/magic.h>
 
 #include "cleanup.h"
+#include "mountinfo.h"
 #include "sandbox_internal.h"
 
 static int cg_write(const char *dir, const char *file, const char *val)
@@ -180,8 +181,53 @@ static unsigned v1_ctrls_of(const char *superopts)
 	return ctrls;
 }
 
-/* Find the v1 hierarchies carrying the controllers paddock uses, from mountinfo. */
-static int v1_find_hierarchies(SandboxEnv *env, const char *rel)
+/*
+ * One cgroup mountinfo line: its mount point, file system type and superblock options;
+ * -ENOENT for a line of any other file system.
+ */
+static int cgroup_mount_line(const char *line, char mnt[PATH_MAX], char fstype[64],
+			     char superopts[256])
+{
+	char source[64];
+	const char *sep = strstr(line, " - ");
+
+	/* fields: id parent maj:min root mount-point options ... - fstype source superopts */
+	if (!sep || sscanf(line, "%*s %*s %*s %*s %4095s", mnt) != 1 ||
+	    sscanf(sep + 3, "%63s %63s %255s", fstype, source, superopts) != 3)
+		return -ENOENT;
+	return strcmp(fstype, "cgroup") == 0 || strcmp(fstype, "cgroup2") == 0 ? 0 : -ENOENT;
+}
+
+static int hier_add(SandboxEnv *env, const char *mnt, const char *rel, unsigned ctrls)
+{
+	CgroupHier *h;
+
+	if (env->n_hier == CGROUP_HIER_MAX)
+		return -E2BIG;
+	h = &env->hier[env->n_hier];
+	h->mount = strdup(mnt);
+	if (!h->mount || asprintf(&h->parent, "%s/%s", mnt, rel) < 0)
+		return -ENOMEM;
+	h->ctrls = ctrls;
+	env->n_hier++;
+	return 0;
+}
+
+/*
+ * Whether a v1 mount is one systemd tracks its units' processes in: its named
+ * hierarchy, or the controller-less cgroup2 of a hybrid host.
+ */
+static bool v1_tracking_mount(const char *fstype, const char *superopts)
+{
+	return strcmp(fstype, "cgroup2") == 0 || mount_options_have(superopts, "name=systemd");
+}
+
+/*
+ * Find the v1 hierarchies carrying the controllers paddock uses, from mountinfo. With
+ * tracking, also those systemd tracks processes in (no controllers of ours): a sandbox
+ * joins its unit's cgroup there too, so systemd counts it to that unit, not the daemon's.
+ */
+static int v1_find_hierarchies(SandboxEnv *env, const char *rel, bool tracking)
 {
 	_cleanup_fclose_ FILE *f = fopen("/proc/self/mountinfo", "re");
 	_cleanup_free_ char *line = NULL;
@@ -191,27 +237,25 @@ static int v1_find_hierarchies(SandboxEnv *env, const char *rel)
 	if (!f)
 		return -errno;
 	while (getline(&line, &cap, f) > 0) {
-		char mnt[PATH_MAX], fstype[64], source[64], superopts[256];
-		char *sep = strstr(line, " - ");
+		char mnt[PATH_MAX], fstype[64], superopts[256];
 		unsigned ctrls;
-		CgroupHier *h;
+		int r;
 
-		/* fields: id parent maj:min root mount-point options ... - fstype source superopts */
-		if (!sep || sscanf(line, "%*s %*s %*s %*s %4095s", mnt) != 1 ||
-		    sscanf(sep + 3, "%63s %63s %255s", fstype, source, superopts) != 3)
+		if (cgroup_mount_line(line, mnt, fstype, superopts) < 0)
 			continue;
-		if (strcmp(fstype, "cgroup") != 0)
+		if (tracking && v1_tracking_mount(fstype, superopts)) {
+			r = hier_add(env, mnt, rel, 0);
+			if (r < 0)
+				return r;
 			continue;
-		ctrls = v1_ctrls_of(superopts) & ~have;
-		if (!ctrls || env->n_hier == CGROUP_HIER_MAX)
+		}
+		ctrls = strcmp(fstype, "cgroup") == 0 ? v1_ctrls_of(superopts) & ~have : 0;
+		if (!ctrls)
 			continue;
-		h = &env->hier[env->n_hier];
-		h->mount = strdup(mnt);
-		if (!h->mount || asprintf(&h->parent, "%s/%s", mnt, rel) < 0)
-			return -ENOMEM;
-		h->ctrls = ctrls;
+		r = hier_add(env, mnt, rel, ctrls);
+		if (r < 0)
+			return r;
 		have |= ctrls;
-		env->n_hier++;
 	}
 	if ((have & (CG_MEMORY | CG_PIDS)) != (CG_MEMORY | CG_PIDS)) {
 		sandbox_set_error("cgroup v1: memory and pids controllers must be mounted");
@@ -272,6 +316,51 @@ static int v2_enable_controllers(const char *dir, unsigned *ctrls)
 	return 0;
 }
 
+/* Move pid into the leaf dir/name, made when missing. */
+static int v2_leaf_take(const char *dir, const char *name, pid_t pid)
+{
+	char leaf[PATH_MAX], val[32];
+	int r;
+
+	if (snprintf(leaf, sizeof(leaf), "%s/%s", dir, name) >= (int)sizeof(leaf))
+		return -ENAMETOOLONG;
+	if (mkdir(leaf, 0755) < 0 && errno != EEXIST) {
+		r = -errno;
+		sandbox_set_error("cgroup v2: mkdir %s: %s", leaf, strerror(errno));
+		return r;
+	}
+	snprintf(val, sizeof(val), "%d", (int)pid);
+	r = cg_write(leaf, "cgroup.procs", val);
+	if (r == -ESRCH)
+		return 0; /* it exited meanwhile: nothing left to move */
+	if (r < 0)
+		sandbox_set_error("cgroup v2: moving %d into %s: %s", (int)pid, leaf, strerror(-r));
+	return r;
+}
+
+/*
+ * A unit's cgroup handed to us holds the unit's own process (systemd starts one). A
+ * cgroup with processes cannot give controllers to its children, so they move to a
+ * leaf of their own first; its name has a dot, so it is never taken for a sandbox id.
+ */
+#define KEEPER_LEAF "keeper.leaf"
+
+static int v2_evict_processes(const char *dir)
+{
+	char path[PATH_MAX];
+	_cleanup_fclose_ FILE *f = NULL;
+	int pid, r = 0;
+
+	if (snprintf(path, sizeof(path), "%s/cgroup.procs", dir) >= (int)sizeof(path))
+		return -ENAMETOOLONG;
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (r >= 0 && fscanf(f, "%d", &pid) == 1)
+		r = v2_leaf_take(dir, KEEPER_LEAF, pid);
+	return r;
+}
+
 static int v2_setup(SandboxEnv *env, const char *cgroup_root, const char *instance)
 {
 	char own[PATH_MAX], own_dir[PATH_MAX];
@@ -289,6 +378,8 @@ static int v2_setup(SandboxEnv *env, const char *cgroup_root, const char *instan
 		    0)
 			return -ENOMEM;
 		r = mkdir_p(h->parent, 0755);
+		if (r >= 0)
+			r = v2_evict_processes(h->parent);
 		if (r >= 0)
 			r = v2_enable_controllers(h->parent, &h->ctrls);
 		if (r < 0)
@@ -321,21 +412,9 @@ static int v2_setup(SandboxEnv *env, const char *cgroup_root, const char *instan
 	 * sessions first.
 	 */
 	if (strcmp(own, "/") != 0) {
-		char sup[PATH_MAX], pid[32];
-
-		if (snprintf(sup, sizeof(sup), "%s/supervisor", own_dir) >= (int)sizeof(sup))
-			return -ENAMETOOLONG;
-		snprintf(pid, sizeof(pid), "%d", (int)getpid());
-		if (mkdir(sup, 0755) < 0 && errno != EEXIST) {
-			r = -errno;
-			sandbox_set_error("cgroup v2: mkdir %s: %s", sup, strerror(errno));
+		r = v2_leaf_take(own_dir, "supervisor", getpid());
+		if (r < 0)
 			return r;
-		}
-		r = cg_write(sup, "cgroup.procs", pid);
-		if (r < 0) {
-			sandbox_set_error("cgroup v2: moving into %s: %s", sup, strerror(-r));
-			return r;
-		}
 		r = v2_enable_controllers(own_dir, &h->ctrls);
 		if (r < 0) {
 			sandbox_set_error("cgroup v2: enabling controllers in %s: %s", own_dir,
@@ -358,12 +437,25 @@ static int v2_setup(SandboxEnv *env, const char *cgroup_root, const char *instan
 	return r;
 }
 
+/* cgroup_root = systemd:UNIT: the cgroup systemd keeps for that (delegated) unit. */
+#define SYSTEMD_UNIT_ROOT "systemd:"
+
 int cgroup_env_setup(SandboxEnv *env, const char *cgroup_root, const char *instance)
 {
-	char v1_default[64];
+	char v1_default[64], unit_cgroup[PATH_MAX];
+	bool from_unit = false;
 	struct statfs sfs;
 	int r;
 
+	if (cgroup_root &&
+	    strncmp(cgroup_root, SYSTEMD_UNIT_ROOT, strlen(SYSTEMD_UNIT_ROOT)) == 0) {
+		r = systemd_unit_cgroup(cgroup_root + strlen(SYSTEMD_UNIT_ROOT), unit_cgroup,
+					sizeof(unit_cgroup));
+		if (r < 0)
+			return r; /* it said why */
+		cgroup_root = unit_cgroup;
+		from_unit = true;
+	}
 	if (statfs(CGROUP_ROOT, &sfs) < 0) {
 		r = -errno;
 		sandbox_set_error("statfs %s: %s", CGROUP_ROOT, strerror(errno));
@@ -375,7 +467,8 @@ int cgroup_env_setup(SandboxEnv *env, const char *cgroup_root, const char *insta
 
 	snprintf(v1_default, sizeof(v1_default), "paddock/%s", instance);
 	r = v1_find_hierarchies(
-		env, cgroup_root && *cgroup_root ? cgroup_root_relative(cgroup_root) : v1_default);
+		env, cgroup_root && *cgroup_root ? cgroup_root_relative(cgroup_root) : v1_default,
+		from_unit);
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < env->n_hier; i++) {

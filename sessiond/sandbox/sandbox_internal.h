@@ -171,6 +171,11 @@ int cgroup_attach_in_child(struct child_args *a);
 int cgroup_ns_in_child(struct child_args *a);
 int cgroup_list_ids(const SandboxEnv *env, char ***ids, size_t *n, size_t *cap);
 
+/* unit_cgroup.c */
+/* The cgroup path (relative to the hierarchy's root) systemd gave a running unit.
+ * Asked once, at start-up: it blocks on systemd's answer. */
+int systemd_unit_cgroup(const char *unit, char *buf, size_t len);
+
 /* How cgroup_kill_dir() stops a cgroup's tasks from forking while it kills them. */
 enum cg_freezer {
 	CG_FREEZER_NONE, /* v1 without a freezer hierarchy: rounds of kill only */

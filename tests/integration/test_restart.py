@@ -200,3 +200,30 @@ def test_the_store_is_checkpointed_outside_the_daemon(stacks):
     wait_for(lambda: logged_in_db_file() > 0, "the executions in the database file")
     assert c.destroy(sid).status_code == 204
     assert integrity_ok(st)
+
+
+def test_end_sessions_destroys_what_a_stopped_daemon_left(rstack, rclient):
+    # What removing the package does: the daemon is gone and its sandboxes live on (a
+    # crash here; a stop with keep_sessions_on_exit leaves the same); --end-sessions
+    # takes them over, destroys every one with all it holds, and exits.
+    sids = [rclient.new_session() for _ in range(2)]
+    for sid in sids:
+        assert rclient.run(sid, "open('/workspace/kept', 'w').write('x')").rc == 0
+    names = [rstack.sandbox_name(sid) for sid in sids]
+    pids = [session_init_pid(rstack, sid) for sid in sids]
+    rstack.kill9("paddock-sessiond")
+    assert all(os.path.exists(f"/proc/{p}") for p in pids)
+
+    r = subprocess.run([os.path.join(ps.BUILD_DIR, "paddock-sessiond"), "--end-sessions"],
+                       env=rstack.env(), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    wait_for(lambda: not any(os.path.exists(f"/proc/{p}") for p in pids), "the inits to exit")
+    assert not rstack.store_rows("SELECT id FROM sessions WHERE id IN (?, ?)", *sids)
+    left = ps.mounts_under(os.path.join(rstack.state_dir, "workspaces"))
+    assert not [m for m in left if any(n in m for n in names)], left
+    assert not ps.cgroups_matching(names)
+    assert not set(names) & workspaces(rstack)
+
+    rstack.restart("paddock-sessiond")
+    for sid in sids:
+        assert rclient.exec(sid, "code_execution", {"code": "1"}).status_code == 404
