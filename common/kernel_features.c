@@ -307,8 +307,10 @@ static const struct call_info clone3_info = {
 	.call = "clone3",
 	.since_major = 5,
 	.since_minor = 3,
-	.unit_filter = "a SystemCallFilter= without clone3",
-	.unit_fix = "add clone3 to the unit's SystemCallFilter=",
+	.unit_filter = "systemd's RestrictNamespaces= (it answers clone3 with ENOSYS) or a "
+		       "SystemCallFilter= without clone3",
+	.unit_fix = "remove that setting (RestrictNamespaces=no in a drop-in: systemctl edit "
+		    "paddock-sessiond), or add clone3 to SystemCallFilter=",
 	.other_filter = "a container's default seccomp profile (Docker answers ENOSYS)",
 };
 
