@@ -894,6 +894,11 @@ static void check_nginx(Doctor *d, const char *nginx_conf)
 	int status = 0, r;
 
 	nginx_host_init(&h);
+	/* --nginx-conf: that nginx, not the host's service, is the one asked about. */
+	if (nginx_conf) {
+		snprintf(h.conf, sizeof(h.conf), "%s", nginx_conf);
+		h.systemd = false;
+	}
 	if (!h.bin) {
 		report(d, CHECK_FAIL, "nginx", "apt install nginx / dnf install nginx",
 		       "not installed");

@@ -101,7 +101,7 @@ def test_doctor(ctl, stack):
     for name in ("openat2", "clone3", "pid namespace", "network namespace", "mount namespace",
                  "pidfd", "seccomp", "cgroup memory", "cgroup pids", "cgroup writable",
                  "sessiond", "worker reaches sessiond", "fcgi socket", "nginx upstream",
-                 "nginx locations", "nginx user", "paddock-init"):
+                 "nginx locations", "nginx user", "nginx running", "paddock-init"):
         assert by[name]["status"] == "ok", by[name]
     # The rest of the host (e.g. /var/lib/paddock absent) may fail; each failure has a fix.
     for c in report["checks"]:
