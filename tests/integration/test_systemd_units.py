@@ -14,7 +14,8 @@ import pytest
 
 import paddock_stack as ps
 
-UNITS = ("paddock-sessiond.service", "paddock-fcgi.socket", "paddock-fcgi.service")
+UNITS = ("paddock-sandboxes.service", "paddock-sessiond.service", "paddock-fcgi.socket",
+         "paddock-fcgi.service")
 UNIT_DIR = os.path.join(ps.SOURCE_DIR, "packaging", "systemd")
 CONF = os.path.join(ps.SOURCE_DIR, "packaging", "paddock.conf")
 SESSIOND = os.path.join(ps.BUILD_DIR, "paddock-sessiond")
@@ -52,21 +53,46 @@ def test_units_verify():
 
 
 def test_sessiond_unit_settings():
-    s = unit("paddock-sessiond.service")["Service"]
-    assert s["Delegate"] == "yes"
-    # Only the daemon is signalled on stop/restart: sandboxes survive an upgrade's restart.
-    assert s["KillMode"] == "process"
+    u = unit("paddock-sessiond.service")
+    s = u["Service"]
+    # The sandboxes are not in the daemon's cgroup (systemd could not start a new daemon
+    # in a v2 cgroup with children): they are in paddock-sandboxes.service's.
+    assert "Delegate" not in s
+    assert s["KillMode"] == "mixed"
+    assert "paddock-sandboxes.service" in u["Unit"]["Requires"].split()
+    assert "paddock-sandboxes.service" in u["Unit"]["PartOf"].split()
+    assert "paddock-sandboxes.service" in u["Unit"]["After"].split()
+    assert int(u["Unit"]["StartLimitBurst"]) > 0, "a broken configuration must not spin"
     assert s["RuntimeDirectory"] == "paddock" and s["StateDirectory"] == "paddock"
     assert s["RuntimeDirectoryPreserve"] == "yes", "a restart must not delete fcgi.sock"
     assert "User" not in s, "the daemon runs as root"
-    # Nothing that takes namespaces away or gives the service its own mount namespace.
+    # Nothing that takes namespaces away or gives the service its own mount namespace,
+    # and nothing that refuses openat2 (RestrictSUIDSGID= answers it ENOSYS).
     for forbidden in ("RestrictNamespaces", "PrivateTmp", "ProtectSystem", "ProtectHome",
                       "PrivateDevices", "ProtectControlGroups", "ProtectKernelTunables",
                       "PrivateNetwork", "PrivateUsers", "SystemCallFilter",
-                      "MemoryDenyWriteExecute", "DevicePolicy", "ProtectClock"):
+                      "MemoryDenyWriteExecute", "DevicePolicy", "ProtectClock",
+                      "RestrictSUIDSGID"):
         assert forbidden not in s, f"{forbidden} breaks sandbox creation or re-adoption"
     assert s["NoNewPrivileges"] == "yes"
     assert "CAP_SYS_ADMIN" not in s.get("CapabilityBoundingSet", "")
+
+
+def test_sandboxes_unit_settings():
+    u = unit("paddock-sandboxes.service")
+    s = u["Service"]
+    assert s["Delegate"] == "yes", "the daemon makes the sandboxes' cgroups below it"
+    # A stop ends every sandbox at once (their inits ignore SIGTERM from outside).
+    assert s["KillMode"] == "control-group" and s["KillSignal"] == "SIGKILL"
+    assert int(s["TimeoutStopSec"].rstrip("s")) <= 10
+    assert s["TasksMax"] == "infinity"
+    # Whatever systemd attaches to the unit's cgroup reaches every sandbox below it.
+    for cgroup_wide in ("PrivateDevices", "DevicePolicy", "DeviceAllow", "IPAddressDeny",
+                        "MemoryMax", "CPUQuota", "IPAddressAllow"):
+        assert cgroup_wide not in s, f"{cgroup_wide} would apply to every sandbox"
+    assert "paddock-sessiond.service" in u["Unit"]["Before"].split()
+    env = unit("paddock-sessiond.service")["Service"]["Environment"]
+    assert "PADDOCK_CGROUP_ROOT=systemd:paddock-sandboxes.service" in env
 
 
 def test_fcgi_units_settings():
