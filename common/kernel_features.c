@@ -174,7 +174,9 @@ static void explain_refusal(FeatureCheck *c, const struct call_info *ci, int err
 
 	kernel_release(rel, sizeof(rel));
 	if (err == ENOSYS && !kernel_at_least(ci->since_major, ci->since_minor)) {
-		check_missing(c, "%s() does not exist in Linux %s (ENOSYS)", ci->call, rel);
+		check_missing(c, "%s() does not exist in Linux %s (ENOSYS)%s%s", ci->call, rel,
+			      ci->consequence ? ", and " : "",
+			      ci->consequence ? ci->consequence : "");
 		check_fix(c,
 			  "use Linux %u.%u or later (Debian 12, Ubuntu 22.04 and RHEL 9 have it)",
 			  ci->since_major, ci->since_minor);

@@ -2,7 +2,8 @@
 """paddockctl site enable / disable, and doctor's word on the site, against an nginx tree of
 the test's own (PADDOCK_NGINX_DIR): the link, nginx -t with its undo, the reload of a
 running nginx, the layouts (Debian's sites-enabled, the RHEL family's conf.d), and the
-files it must leave alone. The host's /etc/nginx is never touched."""
+files it must leave alone. The host's /etc/nginx is never touched. Then doctor's word on
+the units and the daemon's hardening, with systemd faked in a mount namespace."""
 
 import json
 import os
@@ -202,3 +203,50 @@ def test_command_line(tree):
     assert tree.ctl("site").returncode == 2
     assert tree.ctl("site", "on").returncode == 2
     assert tree.ctl("site", "enable", "now").returncode == 2
+
+
+FAKE_SYSTEMCTL = """#!/bin/sh
+# What systemctl answers on a host where the daemon failed and the socket was never enabled.
+case "$1" in
+is-active)
+	case "$2" in
+	paddock-sessiond.service) echo failed; exit 3 ;;
+	paddock-fcgi.socket) echo inactive; exit 3 ;;
+	*) echo active; exit 0 ;;
+	esac ;;
+show)
+	printf 'LoadState=loaded\\nSystemCallFilter=\\nRestrictSUIDSGID=yes\\n'
+	printf 'ProtectControlGroups=no\\nPrivateUsers=no\\nMemoryDenyWriteExecute=no\\n'
+	exit 0 ;;
+esac
+exit 1
+"""
+
+
+def test_doctor_under_systemd(tree, tmp_path):
+    """With systemd as pid 1 (as far as doctor can tell: /run/systemd/system), doctor asks
+    systemctl about the units and the daemon's hardening. Both are faked in a mount
+    namespace of the test's own; the host's /run and systemctl stay as they are."""
+    if not os.access("/usr/bin/systemctl", os.X_OK):
+        pytest.skip("no /usr/bin/systemctl to stand in for")
+    fake = tmp_path / "systemctl"
+    fake.write_text(FAKE_SYSTEMCTL)
+    fake.chmod(0o755)
+    script = ('mount -t tmpfs tmpfs /run && mkdir -p /run/systemd/system && '
+              'mount --bind "$0" /usr/bin/systemctl && exec "$@"')
+    r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script,
+                        str(fake), CTL, "--json", "doctor"],
+                       env=tree.env, capture_output=True, text=True, timeout=120)
+    checks = json.loads(r.stdout)["checks"]
+    by = {c["name"]: c for c in checks}
+    assert r.returncode == 1
+    assert by["paddock-sandboxes.service"]["status"] == "ok"
+    sd = by["paddock-sessiond.service"]
+    assert sd["status"] == "fail" and sd["detail"] == "failed", sd
+    assert sd["fix"].startswith("journalctl -u paddock-sessiond.service says why"), sd
+    sock = by["paddock-fcgi.socket"]
+    assert sock["status"] == "fail" and sock["fix"] == "systemctl enable --now paddock-fcgi.socket"
+    hard = [c for c in checks if c["name"] == "unit hardening"]
+    assert len(hard) == 1 and hard[0]["status"] == "fail", hard
+    assert "RestrictSUIDSGID=yes" in hard[0]["detail"] and "openat2()" in hard[0]["detail"]
+    assert hard[0]["fix"] == "systemctl edit paddock-sessiond: [Service] RestrictSUIDSGID=no"
