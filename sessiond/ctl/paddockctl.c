@@ -830,6 +830,16 @@ static const char *nginx_user(char *dump, char *name, size_t len)
 	return NULL;
 }
 
+/* The first line of nginx's complaint ("[emerg] ... in FILE:LINE"), without its time stamp. */
+static void nginx_first_error(const char *said, char *out, size_t len)
+{
+	const char *p = said ? strstr(said, "[emerg]") : NULL;
+
+	if (!p)
+		p = said ? said : "";
+	snprintf(out, len, "%.*s", (int)strcspn(p, "\n"), p);
+}
+
 /*
  * The package's one enabling step is paddockctl site enable: say whether it was taken. A
  * server block of the operator's own that includes paddock's locations does as well.
@@ -897,6 +907,7 @@ static void check_nginx(Doctor *d, const char *nginx_conf)
 	/* --nginx-conf: that nginx, not the host's service, is the one asked about. */
 	if (nginx_conf) {
 		snprintf(h.conf, sizeof(h.conf), "%s", nginx_conf);
+		h.private_tree = true;
 		h.systemd = false;
 	}
 	if (!h.bin) {
@@ -912,18 +923,22 @@ static void check_nginx(Doctor *d, const char *nginx_conf)
 		       "not checked: reading nginx's configuration needs root");
 		return;
 	}
-	if (!nginx_conf && h.private_tree)
-		nginx_conf = h.conf;
 	{
-		char *argv[] = { (char *)h.bin,	     "-T", "-q", nginx_conf ? "-c" : NULL,
-				 (char *)nginx_conf, NULL };
+		char *argv[] = { (char *)h.bin, "-T", "-q", h.private_tree ? "-c" : NULL,
+				 h.conf,	NULL };
 
 		r = run_capture(argv, false, &dump, &status);
 	}
 	if (r < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		_cleanup_free_ char *said = NULL;
+		char why[512] = "";
+
 		check_nginx_site(d, &h, false);
+		if (nginx_test(&h, &said) == -EIO)
+			nginx_first_error(said, why, sizeof(why));
 		report(d, CHECK_FAIL, "nginx wiring", "nginx -t shows what is wrong",
-		       "nginx -T failed: its configuration does not load");
+		       "nginx -T failed: its configuration does not load%s%s", why[0] ? ": " : "",
+		       why);
 		return;
 	}
 	locations = strstr(dump, "fastcgi_pass paddock_fcgi") != NULL;

@@ -159,9 +159,14 @@ def test_a_dangling_link_is_removed(tree):
     os.symlink(LINK_TARGET, tree.link)
     os.unlink(tree.site)
     r = tree.ctl("--json", "doctor")
-    site = {c["name"]: c for c in json.loads(r.stdout)["checks"]}["nginx site"]
+    by = {c["name"]: c for c in json.loads(r.stdout)["checks"]}
+    site = by["nginx site"]
     assert site["status"] == "fail" and "links to a site that is gone" in site["detail"], site
     assert site["fix"] == "paddockctl site disable"
+    # And nginx's own complaint, for the configuration that no longer loads.
+    wiring = by["nginx wiring"]
+    assert wiring["status"] == "fail" and "[emerg]" in wiring["detail"], wiring
+    assert "sites-enabled/paddock" in wiring["detail"], wiring
     r = tree.ctl("site", "enable")
     assert r.returncode == 1 and "not installed" in r.stderr, r
     r = tree.ctl("site", "disable")
