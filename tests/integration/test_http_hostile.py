@@ -5,8 +5,10 @@ ids. Each is refused with a 4xx and a JSON detail (nginx's own 400 and 414 too),
 is written, the session keeps answering, and no process of the stack is replaced."""
 
 import os
+import re
 import secrets
 import socket
+import time
 
 import pytest
 import requests
@@ -108,9 +110,22 @@ def one_refusal(stack, data, method, path, allowed=None, shut_write=False):
 
 @pytest.fixture(scope="module")
 def baseline(stack):
-    """The stack's pids (nginx's workers included) before any hostile request."""
+    """The stack's pids (nginx's workers included) before any hostile request.
+
+    nginx listens before it forks its workers: the stack counts as started once its port
+    answers, so the baseline waits for every worker the configuration asks for."""
     pids = {k: p.pid for k, p in stack.procs.items()}
-    return pids, ps.descendants([pids["nginx"]])
+    with open(os.path.join(stack.state_dir, "nginx", "nginx.conf"), encoding="utf-8") as f:
+        m = re.search(r"^\s*worker_processes\s+(\d+)\s*;", f.read(), re.M)
+    assert m, "the stack's nginx.conf names no number of worker processes"
+    want = int(m.group(1))
+    deadline = time.monotonic() + 10
+    workers = ps.descendants([pids["nginx"]])
+    while len(workers) < want and time.monotonic() < deadline:
+        time.sleep(0.02)
+        workers = ps.descendants([pids["nginx"]])
+    assert len(workers) == want, f"nginx has {len(workers)} workers, its configuration {want}"
+    return pids, workers
 
 
 @pytest.fixture(scope="module")

@@ -1,15 +1,20 @@
 # SPDX-License-Identifier: MIT
 """Two complete paddock nodes on one machine (own node_name, sockets, state dirs and
-ports, loopback only) behind a front nginx that routes /sessions/<node>-... to the owning
-node with a `map` and sends new sessions to the least loaded one, as docs/operations.md
-describes. Sessions created through the front land on both nodes and stay reachable."""
+ports, loopback only) behind a front that routes /sessions/<node>-... to the owning node
+and sends new sessions to the least loaded one, in both shapes docs/operations.md
+describes: nginx with a `map`, and HAProxy with `path_beg` ACLs. Sessions created
+through the front land on both nodes and stay reachable."""
 
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import tempfile
 import types
+
+import pytest
+import requests
 
 
 import paddock_stack as ps
@@ -64,7 +69,68 @@ http {{
 """
 
 
-def test_two_nodes_behind_a_front():
+def haproxy_conf(tmp, port, nodes):
+    """The HAProxy front of docs/operations.md, over plain HTTP on loopback."""
+    acls = "\n".join(f"    acl to_{n} path_beg /sessions/{n}-\n    use_backend {n} if to_{n}"
+                     for n, _ in nodes)
+    pool = "\n".join(f"    server {n} 127.0.0.1:{p} check" for n, p in nodes)
+    backends = "\n".join(f"backend {n}\n    server {n} 127.0.0.1:{p}\n" for n, p in nodes)
+    return f"""
+global
+    maxconn 2000
+    pidfile {tmp}/haproxy.pid
+
+defaults
+    mode http
+    timeout connect 5s
+    timeout client  1000s
+    timeout server  1000s
+    option httplog
+
+frontend paddock
+    bind 127.0.0.1:{port}
+    http-request del-header X-Paddock-Tenant
+{acls}
+    default_backend new_sessions
+
+backend new_sessions
+    balance leastconn
+    option httpchk GET /metrics
+{pool}
+
+{backends}"""
+
+
+def start_nginx_front(tmp, port, nodes):
+    conf = os.path.join(tmp, "nginx.conf")
+    with open(conf, "w", encoding="utf-8") as f:
+        f.write(front_conf(tmp, port, nodes))
+    return subprocess.Popen([ps.NGINX, "-c", conf, "-e", os.path.join(tmp, "error.log")],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def start_haproxy_front(tmp, port, nodes):
+    conf = os.path.join(tmp, "haproxy.cfg")
+    with open(conf, "w", encoding="utf-8") as f:
+        f.write(haproxy_conf(tmp, port, nodes))
+    log = open(os.path.join(tmp, "error.log"), "wb")
+    try:
+        # -db: in the foreground, so that the test owns the process.
+        return subprocess.Popen([shutil.which("haproxy"), "-db", "-f", conf],
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    finally:
+        log.close()
+
+
+FRONTS = {"nginx": start_nginx_front, "haproxy": start_haproxy_front}
+
+
+@pytest.mark.parametrize("kind", sorted(FRONTS))
+def test_two_nodes_behind_a_front(kind):
+    if kind == "haproxy" and not shutil.which("haproxy"):
+        pytest.fail("haproxy is missing: scripts/deps.sh installs it")
     tag = secrets.token_hex(3)
     a = ps.Stack("node-a", node_name=f"nodea{tag}")
     b = ps.Stack("node-b", node_name=f"nodeb{tag}")
@@ -75,21 +141,23 @@ def test_two_nodes_behind_a_front():
     try:
         a.start()
         b.start()
+        nodes = [(a.node_name, a.port), (b.node_name, b.port)]
         for _ in range(5):
             port = ps.free_port()
-            conf = os.path.join(tmp, "nginx.conf")
-            with open(conf, "w", encoding="utf-8") as f:
-                f.write(front_conf(tmp, port, [(a.node_name, a.port), (b.node_name, b.port)]))
-            front = subprocess.Popen([ps.NGINX, "-c", conf, "-e", os.path.join(tmp, "error.log")],
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL, start_new_session=True)
+            front = FRONTS[kind](tmp, port, nodes)
             ps.wait_for(lambda: front.poll() is not None or
-                        ps._connectable(ps.socket.AF_INET, ("127.0.0.1", port)), 30, "front nginx")
+                        ps._connectable(ps.socket.AF_INET, ("127.0.0.1", port)), 30, f"front {kind}")
             if front.poll() is None:
                 break
         else:
-            raise AssertionError("the front nginx did not start: " + open(
+            raise AssertionError(f"the front {kind} did not start: " + open(
                 os.path.join(tmp, "error.log")).read()[-2000:])
+        if kind == "haproxy":
+            # New sessions go to servers its health checks have seen up.
+            ps.wait_for(lambda: front.poll() is not None or requests.get(
+                f"http://127.0.0.1:{port}/metrics", timeout=5).status_code != 503,
+                30, "haproxy's first health checks")
+            assert front.poll() is None, open(os.path.join(tmp, "error.log")).read()[-2000:]
 
         fake = types.SimpleNamespace(base_url=f"http://127.0.0.1:{port}", port=port,
                                      session_ids=set(), bearer=False)
