@@ -589,6 +589,15 @@ static bool word_in(const char *list, const char *word)
 	return false;
 }
 
+static const struct call_info prctl_info = {
+	.call = "prctl",
+	.since_major = 3,
+	.since_minor = 5,
+	.unit_filter = "a SystemCallFilter= without prctl",
+	.unit_fix = "add prctl to SystemCallFilter=",
+	.other_filter = "a container's seccomp profile",
+};
+
 /* Every sandbox runs under a filter of its own (sandbox/seccomp.c), with errno actions. */
 static void probe_seccomp(const FeatureContext *ctx, FeatureCheck *c, int arg)
 {
@@ -599,9 +608,13 @@ static void probe_seccomp(const FeatureContext *ctx, FeatureCheck *c, int arg)
 	(void)ctx;
 	(void)arg;
 	r = in_child(try_seccomp_filter, NULL);
-	if (r != 0) {
+	if (r == EINVAL || r < 0) {
 		check_missing(c, "a seccomp filter cannot be loaded: %s", strerror(r < 0 ? -r : r));
 		check_fix(c, "use a kernel built with CONFIG_SECCOMP and CONFIG_SECCOMP_FILTER");
+		return;
+	}
+	if (r > 0) {
+		explain_refusal(c, &prctl_info, r);
 		return;
 	}
 	if (f && fgets(line, sizeof(line), f) &&

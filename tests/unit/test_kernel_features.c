@@ -2,8 +2,12 @@
 /* Unit tests for the kernel feature probes: their parsers, and their findings on this host. */
 #include <errno.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <seccomp.h>
 
 #include "kernel_features.h"
 
@@ -111,10 +115,95 @@ static void test_probe_here(void)
 	CHECK(missing == 0);
 }
 
+/* One probe's finding, kept by name. */
+struct wanted {
+	const char *name; /* the probe asked about */
+	FeatureCheck got; /* its finding */
+	bool seen;	  /* it reported */
+};
+
+static void keep_wanted(const FeatureCheck *c, void *data)
+{
+	struct wanted *w = data;
+
+	if (strcmp(c->name, w->name) == 0) {
+		w->got = *c;
+		w->seen = true;
+	}
+}
+
+/*
+ * Child side: refuse call with err as a unit's seccomp filter would, probe, and exit 0 when
+ * the finding for probe starts with want and its fix with fix.
+ */
+static int refused_in_child(const char *call, int err, bool unit, const char *probe,
+			    const char *want, const char *fix)
+{
+	FeatureContext ctx = { .root = geteuid() == 0, .favor_dynmods = true };
+	struct wanted w = { .name = probe };
+	scmp_filter_ctx f = seccomp_init(SCMP_ACT_ALLOW);
+
+	if (!f ||
+	    seccomp_rule_add(f, SCMP_ACT_ERRNO(err), seccomp_syscall_resolve_name(call), 0) < 0 ||
+	    seccomp_load(f) < 0)
+		return 2;
+	seccomp_release(f);
+	if (unit)
+		setenv("INVOCATION_ID", "0123456789abcdef0123456789abcdef", 1);
+	else
+		unsetenv("INVOCATION_ID");
+	(void)kernel_features_probe(&ctx, keep_wanted, &w);
+	if (!w.seen || w.got.state != FEATURE_MISSING ||
+	    strncmp(w.got.detail, want, strlen(want)) || strncmp(w.got.fix, fix, strlen(fix))) {
+		fprintf(stderr, "%s: got '%s; %s'\n", probe, w.got.detail, w.got.fix);
+		return 1;
+	}
+	return 0;
+}
+
+static bool refused(const char *call, int err, bool unit, const char *probe, const char *want,
+		    const char *fix)
+{
+	int status;
+	pid_t pid = fork();
+
+	if (pid == 0)
+		_exit(refused_in_child(call, err, unit, probe, want, fix));
+	return pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+	       WEXITSTATUS(status) == 0;
+}
+
+/* The sentences for a refused call: a unit's filter, another filter; ENOSYS or EPERM. */
+static void test_refusals(void)
+{
+	CHECK(refused("openat2", ENOSYS, true, "openat2",
+		      "openat2() is refused (ENOSYS): a seccomp filter on this service blocks it, "
+		      "such as systemd's RestrictSUIDSGID=",
+		      "remove that setting (RestrictSUIDSGID=no in a drop-in"));
+	CHECK(refused("openat2", EPERM, false, "openat2",
+		      "openat2() is refused (EPERM): a seccomp filter this process runs under "
+		      "blocks it",
+		      "let openat2() through that filter"));
+	CHECK(refused("clone3", ENOSYS, true, "clone3",
+		      "clone3() is refused (ENOSYS): a seccomp filter on this service blocks it, "
+		      "such as systemd's RestrictNamespaces=",
+		      "remove that setting (RestrictNamespaces=no"));
+	CHECK(refused("pidfd_getfd", EPERM, false, "pidfd_getfd",
+		      "pidfd_getfd() is refused (EPERM): a seccomp filter this process runs under "
+		      "blocks it, such as systemd-nspawn's, and sessions do not survive a restart",
+		      "let pidfd_getfd() through that filter (systemd-nspawn: "
+		      "--system-call-filter=pidfd_getfd)"));
+	CHECK(refused("pidfd_open", ENOSYS, false, "pidfd", "pidfd_open() is refused (ENOSYS)",
+		      "let pidfd_open() through"));
+	CHECK(refused("prctl", EPERM, false, "seccomp", "prctl() is refused (EPERM)",
+		      "let prctl() through that filter"));
+}
+
 int main(void)
 {
 	test_release();
 	test_parse_cgroup1();
 	test_probe_here();
+	test_refusals();
 	return unit_summary();
 }
