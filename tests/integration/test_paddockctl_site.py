@@ -70,16 +70,28 @@ class Tree:
         return subprocess.run([CTL, *args], env=self.env, capture_output=True, text=True,
                               timeout=60)
 
+    def master_pid(self):
+        """The pid in nginx's pid file when it names a live nginx, else None."""
+        try:
+            with open(os.path.join(self.root, "nginx.pid"), encoding="utf-8") as f:
+                pid = int(f.read())
+            with open(f"/proc/{pid}/comm", encoding="utf-8") as f:
+                return pid if f.read().startswith("nginx") else None
+        except (OSError, ValueError):
+            return None
+
     def start_nginx(self):
         subprocess.run([NGINX, "-c", os.path.join(self.root, "nginx.conf")], check=True,
                        timeout=60)
         self.started = True
+        # The command returns when the master has forked; it writes its pid file after.
+        ps.wait_for(self.master_pid, 30, "nginx's pid file")
 
     def stop_nginx(self):
         if not self.started:
             return
-        with open(os.path.join(self.root, "nginx.pid"), encoding="utf-8") as f:
-            pid = int(f.read())
+        pid = self.master_pid()
+        assert pid, "nginx is gone before the end of the test"
         os.kill(pid, signal.SIGQUIT)
         ps.wait_for(lambda: not os.path.exists(f"/proc/{pid}"), 30, "nginx to stop")
 
