@@ -7,10 +7,12 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <linux/filter.h>
+#include <linux/netlink.h>
 #include <linux/seccomp.h>
 #include <seccomp.h>
 
@@ -52,6 +54,18 @@ static const uint64_t clone_ns_flags[] = {
 	CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWCGROUP,
 };
 
+/*
+ * Address families a sandbox may open sockets of: the ones its network namespace
+ * confines. Every other family is refused with EAFNOSUPPORT, as a kernel without it
+ * would answer: some reach past any namespace (AF_VSOCK talks to the hypervisor), and
+ * the rest are kernel surface nobody's code here needs. AF_NETLINK is kept for
+ * NETLINK_ROUTE alone (getaddrinfo and getifaddrs ask it about the namespace's links).
+ */
+static const int allowed_families[] = { AF_UNIX, AF_INET, AF_INET6, AF_NETLINK };
+
+/* Families are small numbers (AF_MAX is 46 in Linux 6.x); above this all are refused. */
+#define FAMILY_RULES_MAX 64
+
 /* personality(2) values a program may set: PER_LINUX, PER_LINUX32, UNAME26 and their sum. */
 #define PERSONA_SAFE_BITS 0x20008u
 
@@ -71,6 +85,45 @@ static int deny_by_name(scmp_filter_ctx ctx, const char *name)
 	return seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0);
 }
 
+static bool family_allowed(int family)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(allowed_families); i++)
+		if (allowed_families[i] == family)
+			return true;
+	return false;
+}
+
+/*
+ * socket() and socketpair() of a family outside the allow-list. The kernel reads the
+ * family as an int: the rules compare the low 32 bits, so no high bits get around them.
+ */
+static int add_family_rules(scmp_filter_ctx ctx)
+{
+	static const int calls[] = { SCMP_SYS(socket), SCMP_SYS(socketpair) };
+	int r;
+
+	for (size_t c = 0; c < ARRAY_SIZE(calls); c++) {
+		for (int f = 0; f < FAMILY_RULES_MAX; f++) {
+			if (family_allowed(f))
+				continue;
+			r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), calls[c], 1,
+					     SCMP_A0_32(SCMP_CMP_EQ, (uint32_t)f));
+			if (r < 0)
+				return r;
+		}
+		r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), calls[c], 1,
+				     SCMP_A0_32(SCMP_CMP_GE, FAMILY_RULES_MAX));
+		if (r < 0)
+			return r;
+		r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPROTONOSUPPORT), calls[c], 2,
+				     SCMP_A0_32(SCMP_CMP_EQ, AF_NETLINK),
+				     SCMP_A2_32(SCMP_CMP_NE, NETLINK_ROUTE));
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
 static int add_rules(scmp_filter_ctx ctx)
 {
 	int r;
@@ -80,6 +133,9 @@ static int add_rules(scmp_filter_ctx ctx)
 		if (r < 0)
 			return r;
 	}
+	r = add_family_rules(ctx);
+	if (r < 0)
+		return r;
 	/*
 	 * clone3 passes its flags in memory, where a filter cannot look: ENOSYS
 	 * makes libc fall back to clone, whose flags are a register we check.

@@ -8,6 +8,7 @@ import json
 import os
 import platform
 import secrets
+import socket
 import stat
 import textwrap
 import time
@@ -141,6 +142,46 @@ def test_only_loopback_and_no_route_out(client, sid):
         assert err == errno.ENETUNREACH, f"{k}: {err}"
         assert took < 0.5, f"{k} took {took:.2f} s: there must be no route to try"
     assert res["loopback"] == "ok"
+
+
+def test_only_families_a_namespace_confines(client, sid):
+    # AF_VSOCK reaches the hypervisor past any network namespace; AF_PACKET, AF_KEY,
+    # AF_ALG and the rest are kernel surface. Every family number is tried, each type.
+    res = probe(client, sid, """
+        import json, socket
+        opened, refused = {}, {}
+        for fam in range(0, 128):
+            for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM, socket.SOCK_RAW,
+                         socket.SOCK_SEQPACKET):
+                try:
+                    s = socket.socket(fam, kind, 0)
+                except OSError as e:
+                    refused.setdefault(fam, set()).add(e.errno)
+                else:
+                    opened.setdefault(fam, []).append(kind)
+                    s.close()
+        try:
+            v = socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)
+            v.bind((socket.VMADDR_CID_ANY, 5000))
+            vsock = 'bound'
+        except OSError as e:
+            vsock = e.errno
+        try:
+            socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 9).close()  # NETLINK_AUDIT
+            audit = 'opened'
+        except OSError as e:
+            audit = e.errno
+        socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0).close()  # NETLINK_ROUTE
+        print(json.dumps({'opened': sorted(opened), 'vsock': vsock, 'audit': audit,
+                          'refused': {f: sorted(e) for f, e in refused.items()}}))
+    """)
+    allowed = {socket.AF_UNIX, socket.AF_INET, socket.AF_INET6, socket.AF_NETLINK}
+    assert set(res["opened"]) <= allowed, res["opened"]
+    assert res["vsock"] == errno.EAFNOSUPPORT, res["vsock"]
+    assert res["audit"] == errno.EPROTONOSUPPORT, res["audit"]
+    for fam, errs in res["refused"].items():
+        if int(fam) not in allowed:
+            assert errs == [errno.EAFNOSUPPORT], f"family {fam}: {errs}"
 
 
 def test_another_session_is_invisible(client, stack):
