@@ -16,7 +16,10 @@
 
 #include <linux/magic.h>
 
+#include <systemd/sd-daemon.h>
+
 #include "cleanup.h"
+#include "log.h"
 #include "mountinfo.h"
 #include "sandbox_internal.h"
 
@@ -440,22 +443,45 @@ static int v2_setup(SandboxEnv *env, const char *cgroup_root, const char *instan
 /* cgroup_root = systemd:UNIT: the cgroup systemd keeps for that (delegated) unit. */
 #define SYSTEMD_UNIT_ROOT "systemd:"
 
+/*
+ * The configured root with a systemd:UNIT resolved into buf; NULL (the default place)
+ * for that setting on a host systemd does not run, such as a container started
+ * otherwise: there is no unit there.
+ */
+static int resolve_unit_root(const char **root, char *buf, size_t len, bool *from_unit)
+{
+	const char *unit;
+	int r;
+
+	*from_unit = false;
+	if (!*root || strncmp(*root, SYSTEMD_UNIT_ROOT, strlen(SYSTEMD_UNIT_ROOT)) != 0)
+		return 0;
+	unit = *root + strlen(SYSTEMD_UNIT_ROOT);
+	if (sd_booted() <= 0) {
+		log_warn("cgroup_root = %s, but systemd does not run this host: sessions go in "
+			 "the default place",
+			 *root);
+		*root = NULL;
+		return 0;
+	}
+	r = systemd_unit_cgroup(unit, buf, len);
+	if (r < 0)
+		return r; /* it said why */
+	*root = buf;
+	*from_unit = true;
+	return 0;
+}
+
 int cgroup_env_setup(SandboxEnv *env, const char *cgroup_root, const char *instance)
 {
 	char v1_default[64], unit_cgroup[PATH_MAX];
-	bool from_unit = false;
+	bool from_unit;
 	struct statfs sfs;
 	int r;
 
-	if (cgroup_root &&
-	    strncmp(cgroup_root, SYSTEMD_UNIT_ROOT, strlen(SYSTEMD_UNIT_ROOT)) == 0) {
-		r = systemd_unit_cgroup(cgroup_root + strlen(SYSTEMD_UNIT_ROOT), unit_cgroup,
-					sizeof(unit_cgroup));
-		if (r < 0)
-			return r; /* it said why */
-		cgroup_root = unit_cgroup;
-		from_unit = true;
-	}
+	r = resolve_unit_root(&cgroup_root, unit_cgroup, sizeof(unit_cgroup), &from_unit);
+	if (r < 0)
+		return r;
 	if (statfs(CGROUP_ROOT, &sfs) < 0) {
 		r = -errno;
 		sandbox_set_error("statfs %s: %s", CGROUP_ROOT, strerror(errno));
