@@ -100,6 +100,7 @@ static const struct setting settings[] = {
 	I("exec_timeout_max", exec_timeout_max, "900", 1, 86400),
 	I("interrupt_grace_ms", interrupt_grace_ms, "2000", 0, 600000),
 	Z("output_max_bytes", output_max_bytes, "1M", 1 * KiB, 256 * MiB),
+	Z("reply_max_bytes", reply_max_bytes, "16M", 64 * KiB, 256 * MiB),
 	I("list_max_entries", list_max_entries, "10000", 1, 1000000),
 	I("produced_files_max", produced_files_max, "100", 0, 100000),
 	Z("editor_max_bytes", editor_max_bytes, "10M", 1 * KiB, 256 * MiB),

@@ -69,6 +69,7 @@ typedef struct PaddockConfig {
 	int64_t exec_timeout_max;     /* seconds */
 	int64_t interrupt_grace_ms;   /* SIGINT, then this long, then kill */
 	int64_t output_max_bytes;     /* per stream */
+	int64_t reply_max_bytes;      /* one reply line of an interpreter (rich outputs) */
 	int64_t list_max_entries;
 	int64_t produced_files_max;
 	int64_t editor_max_bytes;

@@ -22,10 +22,13 @@ void op_stats(Manager *m, Conn *c)
 {
 	const PaddockConfig *cfg = m->cfg;
 	json_object *o = reply_ok(), *lim = json_object_new_object();
-	size_t running = 0;
+	size_t running = 0, buffered = 0;
 
-	for (Session *s = m->sessions; s; s = s->next)
+	for (Session *s = m->sessions; s; s = s->next) {
 		running += s->run != NULL;
+		for (int k = 0; k < INTERP_KIND_COUNT; k++)
+			buffered += interp_buffered_bytes(&s->interps[k]);
+	}
 	json_object_object_add(o, "sessions", json_object_new_int64((int64_t)m->n_sessions));
 	json_object_object_add(o, "running", json_object_new_int64((int64_t)running));
 	json_object_object_add(o, "max_sessions", json_object_new_int64(cfg->max_sessions));
@@ -50,6 +53,7 @@ void op_stats(Manager *m, Conn *c)
 	json_object_object_add(o, "creates_waiting",
 			       json_object_new_int64((int64_t)create_waiting_total(m)));
 	/* Workers keep one per thread: this grows with the threads that have served. */
+	json_object_object_add(o, "session_buffer_bytes", json_object_new_int64((int64_t)buffered));
 	json_object_object_add(o, "connections",
 			       json_object_new_int64((int64_t)conn_server_connections(c)));
 	json_object_object_add(o, "wal_checkpoints",

@@ -19,7 +19,8 @@
 
 #define READ_CHUNK 65536
 #define READS_PER_EVENT 16 /* bound one stream's share of a loop iteration */
-#define REPLY_LINE_MAX (64u << 20)
+/* A reply buffer larger than this goes back to the allocator once it is consumed. */
+#define LINE_KEEP_BYTES (64u << 10)
 #define RC_TIMEOUT 124
 #define START_TIMEOUT_MS 60000 /* an interpreter that has not started by then is killed */
 
@@ -105,7 +106,8 @@ void interp_close(Interp *ip)
 	ip->line_len = ip->line_cap = ip->wlen = ip->woff = 0;
 	ip->state = INTERP_DEAD;
 	ip->ns_pid = ip->host_pid = 0;
-	ip->reap = ip->ctl_wait_out = false;
+	ip->reap = false;
+	ip->ctl_events = 0;
 }
 
 void interp_destroy(Interp *ip)
@@ -495,6 +497,21 @@ static void on_deadline(Loop *l, void *data)
 		on_grace_expired(l, run);
 }
 
+/*
+ * What the loop watches the control socket for: a reply only while a request waits for
+ * one (what user code writes on the socket meanwhile stays in the socket, costing the
+ * daemon nothing), writability only while a request is still being sent. Hang-ups are
+ * reported whatever the mask.
+ */
+static void ctl_watch(Interp *ip)
+{
+	uint32_t want = (ip->expect_id ? EPOLLIN : 0) | (ip->wbuf ? EPOLLOUT : 0);
+
+	if (want != ip->ctl_events && ip->ctl_src &&
+	    loop_modify_fd(ip->s->m->loop, ip->ctl_src, want) == 0)
+		ip->ctl_events = want;
+}
+
 static void interp_flush_request(Interp *ip)
 {
 	while (ip->woff < ip->wlen) {
@@ -504,8 +521,7 @@ static void interp_flush_request(Interp *ip)
 			if (errno == EINTR)
 				continue;
 			if (errno == EAGAIN) {
-				loop_modify_fd(ip->s->m->loop, ip->ctl_src, EPOLLIN | EPOLLOUT);
-				ip->ctl_wait_out = true;
+				ctl_watch(ip);
 				return;
 			}
 			break; /* the interpreter is gone; its EXITED event finishes the run */
@@ -515,10 +531,7 @@ static void interp_flush_request(Interp *ip)
 	free(ip->wbuf);
 	ip->wbuf = NULL;
 	ip->wlen = ip->woff = 0;
-	/* Most requests fit the socket at once: then there is no EPOLLOUT to take back. */
-	if (ip->ctl_wait_out)
-		loop_modify_fd(ip->s->m->loop, ip->ctl_src, EPOLLIN);
-	ip->ctl_wait_out = false;
+	ctl_watch(ip);
 }
 
 static int encode_request(const Run *run, const Interp *ip, char **buf, size_t *len)
@@ -656,6 +669,7 @@ static void probe_done(Interp *ip)
 
 	ip->probing = false;
 	ip->expect_id = 0;
+	ctl_watch(ip);
 	pool_interp_settled(ip->s);
 	if (run && run->kind == ip->kind && run->phase == RUN_STARTING && !ip->s->adopting)
 		run_send(run);
@@ -677,19 +691,70 @@ static void interp_on_reply(Interp *ip, char *line)
 	    (run->phase != RUN_RUNNING && run->phase != RUN_INTERRUPTED))
 		return; /* a reply nobody waits for */
 	ip->expect_id = 0;
+	ctl_watch(ip);
 	drain_all(ip);
 	run->return_code = reply_return_code(run, line);
 	run->interrupted_ok = run->phase == RUN_INTERRUPTED;
 	run_complete(run);
 }
 
+static void line_release(Interp *ip)
+{
+	free(ip->line);
+	ip->line = NULL;
+	ip->line_len = ip->line_cap = 0;
+}
+
+/* Room in the reply buffer for n more bytes and a NUL. */
+static bool line_reserve(Interp *ip, size_t n)
+{
+	size_t cap = ip->line_cap ? ip->line_cap : 4096;
+	char *grown;
+
+	if (ip->line_len + n + 1 <= ip->line_cap)
+		return true;
+	while (cap < ip->line_len + n + 1)
+		cap *= 2;
+	grown = realloc(ip->line, cap);
+	if (!grown)
+		return false;
+	ip->line = grown;
+	ip->line_cap = cap;
+	return true;
+}
+
+/* Hand every complete line to interp_on_reply; false when that closed ip. */
+static bool line_consume(Interp *ip)
+{
+	char *nl;
+
+	while ((nl = memchr(ip->line, '\n', ip->line_len))) {
+		size_t used = (size_t)(nl - ip->line) + 1;
+
+		*nl = '\0';
+		interp_on_reply(ip, ip->line);
+		/* interp_on_reply may have closed ip (a run finished and respawned). */
+		if (!ip->line)
+			return false;
+		memmove(ip->line, ip->line + used, ip->line_len - used);
+		ip->line_len -= used;
+	}
+	return true;
+}
+
+/*
+ * The control socket is the harness's, but user code runs in the harness's process and
+ * can write on it too: what it carries is untrusted. Only a call that waits for its
+ * reply gets bytes kept, at most reply_max_bytes of them, and the buffer goes back to
+ * the allocator once consumed. What comes while nothing waits is dropped unread.
+ */
 static void interp_read_ctl(Interp *ip)
 {
+	size_t max = (size_t)ip->s->m->cfg->reply_max_bytes;
 	char buf[READ_CHUNK];
 
 	for (;;) {
 		ssize_t n = read(ip->ctl, buf, sizeof(buf));
-		char *nl;
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -700,39 +765,33 @@ static void interp_read_ctl(Interp *ip)
 			ip->ctl_src = loop_remove(ip->s->m->loop, ip->ctl_src);
 			return;
 		}
-		if (ip->line_len + (size_t)n > REPLY_LINE_MAX) {
-			log_warn("SESSION_ID=%s interpreter reply too long: restarting it",
+		if (!ip->expect_id)
+			continue;
+		if (ip->line_len + (size_t)n > max) {
+			log_warn("SESSION_ID=%s interpreter reply longer than reply_max_bytes: "
+				 "restarting it",
 				 ip->s->id);
 			kill(ip->host_pid, SIGKILL);
-			ip->line_len = 0;
+			line_release(ip);
 			return;
 		}
-		if (ip->line_len + (size_t)n + 1 > ip->line_cap) {
-			size_t cap = ip->line_cap ? ip->line_cap : 4096;
-			char *grown;
-
-			while (cap < ip->line_len + (size_t)n + 1)
-				cap *= 2;
-			grown = realloc(ip->line, cap);
-			if (!grown)
-				return;
-			ip->line = grown;
-			ip->line_cap = cap;
-		}
+		if (!line_reserve(ip, (size_t)n))
+			return;
 		memcpy(ip->line + ip->line_len, buf, (size_t)n);
 		ip->line_len += (size_t)n;
-		while ((nl = memchr(ip->line, '\n', ip->line_len))) {
-			size_t used = (size_t)(nl - ip->line) + 1;
-
-			*nl = '\0';
-			interp_on_reply(ip, ip->line);
-			/* interp_on_reply may have closed ip (a run finished and respawned). */
-			if (!ip->line)
-				return;
-			memmove(ip->line, ip->line + used, ip->line_len - used);
-			ip->line_len -= used;
-		}
+		if (!line_consume(ip))
+			return;
+		/* A reply came and went: what follows it belongs to no call. */
+		if (!ip->expect_id)
+			ip->line_len = 0;
+		if (ip->line_len == 0 && ip->line_cap > LINE_KEEP_BYTES)
+			line_release(ip);
 	}
+}
+
+size_t interp_buffered_bytes(const Interp *ip)
+{
+	return ip->line_cap + ip->wlen + ip->out_buf.cap + ip->err_buf.cap;
 }
 
 static void on_interp_ctl(Loop *l, int fd, uint32_t events, void *data)
@@ -776,7 +835,7 @@ void interp_attach(Session *s, enum interp_kind kind, pid_t pid, int fds[4])
 	ip->host_pid = interp_on_host(kind) ? pid : pidfd_host_pid(ip->pidfd);
 	for (int i = 1; i < 4; i++)
 		fcntl(fds[i], F_SETFL, fcntl(fds[i], F_GETFL) | O_NONBLOCK);
-	if (loop_add_fd(m->loop, ip->ctl, EPOLLIN, on_interp_ctl, ip, &ip->ctl_src) < 0 ||
+	if (loop_add_fd(m->loop, ip->ctl, 0, on_interp_ctl, ip, &ip->ctl_src) < 0 ||
 	    loop_add_fd(m->loop, ip->out, EPOLLIN, on_interp_pipe, ip, &ip->out_src) < 0 ||
 	    loop_add_fd(m->loop, ip->err, EPOLLIN, on_interp_pipe, ip, &ip->err_src) < 0) {
 		kill(ip->host_pid, SIGKILL);

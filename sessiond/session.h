@@ -67,7 +67,7 @@ typedef struct Interp {
 	size_t line_len, line_cap;
 	char *wbuf; /* request bytes not yet written to ctl */
 	size_t wlen, woff;
-	bool ctl_wait_out;	 /* EPOLLOUT is armed on ctl: the request did not fit at once */
+	uint32_t ctl_events;	 /* what the loop watches ctl for (see ctl_watch) */
 	OutBuf out_buf, err_buf; /* the current run's output */
 	uint64_t expect_id;	 /* id of the request whose reply we wait for; 0: none */
 	LoopSource *pid_src;	 /* host-side interpreters: their pidfd, readable at exit */
@@ -297,6 +297,8 @@ const char *interp_kind_name(enum interp_kind k);
 void session_on_init_event(Loop *l, int fd, uint32_t events, void *data);
 void interp_close(Interp *ip);
 void interp_destroy(Interp *ip);
+/* Bytes the daemon holds for an interpreter: its reply, request and output buffers. */
+size_t interp_buffered_bytes(const Interp *ip);
 void outbuf_append(OutBuf *b, const char *data, size_t len, size_t cap);
 char *outbuf_finish(OutBuf *b, size_t *len);
 
