@@ -427,6 +427,11 @@ class Stack:
     def base_url(self):
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def nginx_conf(self):
+        """The configuration the stack's nginx runs."""
+        return os.path.join(self.state_dir, "nginx", "nginx.conf")
+
     def env(self):
         env = {k: v for k, v in os.environ.items() if not k.startswith("PADDOCK_")}
         env.update({
@@ -437,6 +442,10 @@ class Stack:
             "PADDOCK_UID_BASE": str(self.uid_base),
             "PADDOCK_LOG_LEVEL": "debug",
         })
+        if INSTALLED:
+            # Beside the package's daemon, under systemd: a cgroup subtree of the stack's own
+            # (the test's unit cgroup holds the test's processes, so it cannot hold these).
+            env["PADDOCK_CGROUP_ROOT"] = f"systest-stacks/{self.node_name}"
         env.update(self.extra_env)
         return env
 
@@ -727,6 +736,10 @@ class InstalledStack(Stack):
         return None
 
     @property
+    def nginx_conf(self):
+        return "/etc/nginx/nginx.conf"
+
+    @property
     def procs(self):
         # The worker is socket-activated: it has a main process once a request came.
         out = {}
@@ -746,9 +759,10 @@ class InstalledStack(Stack):
         return env
 
     def start(self):
+        # The services were started by the package: this only waits out a restart.
         sock = os.path.join(self.run_dir, "sessiond.sock")
-        wait_for(lambda: _connectable(socket.AF_UNIX, sock), START_TIMEOUT, "sessiond.sock")
-        wait_for(lambda: _connectable(socket.AF_INET, ("127.0.0.1", self.port)), START_TIMEOUT,
+        wait_for(lambda: _connectable(socket.AF_UNIX, sock), 20, "sessiond.sock")
+        wait_for(lambda: _connectable(socket.AF_INET, ("127.0.0.1", self.port)), 20,
                  f"the paddock site on 127.0.0.1:{self.port} (is it enabled?)")
         self.started = True
         return self
@@ -787,24 +801,53 @@ class InstalledStack(Stack):
                            capture_output=True, text=True, errors="replace")
         return f"----- {self.name}: journal since {self.since} -----\n" + r.stdout[-tail:]
 
+    def _rows_of(self, sids):
+        return [r[0] for r in self.store_rows(
+            "SELECT coalesce(rid, id) FROM sessions WHERE id IN (%s)" % ",".join("?" * len(sids)),
+            *sids)]
+
     def stop(self):
-        """Leave the services running; report what the sessions made here left behind."""
+        """Leave the services running; destroy the sessions made here that are still live
+        (as a dev stack's stop does) and report what they left behind."""
         problems = []
-        needles = sorted(self.session_ids)
-        if needles:
-            left = self.store_rows(
-                "SELECT id FROM sessions WHERE id IN (%s)" % ",".join("?" * len(needles)), *needles)
-            if left:
-                problems.append("sessions still in the store: " + ", ".join(r[0] for r in left[:20]))
-            in_cg = processes_in_cgroups_matching(needles)
-            if in_cg:
-                problems.append("processes left in session cgroups: " + ", ".join(in_cg[:20]))
-            mounts = [m for m in mounts_under(self.state_dir) if any(n in m for n in needles)]
-            if mounts:
-                problems.append("mounts left under the state dir: " + ", ".join(mounts[:20]))
-            cgs = cgroups_matching(needles)
-            if cgs:
-                problems.append("cgroups left: " + ", ".join(cgs[:20]))
+        sids = sorted(self.session_ids)
+        if sids:
+            # What their cgroups and workspaces are named after (a warm sandbox's own name).
+            needles = sorted(set(sids) | set(self._rows_of(sids)))
+            http = requests.Session()
+            for sid in sids:
+                try:
+                    r = http.delete(f"{self.base_url}/sessions/{sid}", timeout=60)
+                    if r.status_code not in (204, 404):
+                        problems.append(f"DELETE {sid}: {r.status_code} {r.text[:200]}")
+                except requests.RequestException as e:
+                    problems.append(f"DELETE {sid}: {e}")
+            try:
+                wait_for(lambda: not self._rows_of(sids), 10, "the destroyed sessions' rows to go")
+            except AssertionError:
+                problems.append("sessions still in the store after DestroySession: "
+                                + ", ".join(self._rows_of(sids)[:20]))
+
+            def leftovers():
+                out = []
+                in_cg = processes_in_cgroups_matching(needles)
+                if in_cg:
+                    out.append("processes left in session cgroups: " + ", ".join(in_cg[:20]))
+                mounts = [m for m in mounts_under(self.state_dir) if any(n in m for n in needles)]
+                if mounts:
+                    out.append("mounts left under the state dir: " + ", ".join(mounts[:20]))
+                cgs = cgroups_matching(needles)
+                if cgs:
+                    out.append("cgroups left: " + ", ".join(cgs[:20]))
+                return out
+
+            # A destroy answers before the sandbox is all gone: a few seconds to finish.
+            deadline = time.monotonic() + 5
+            left = leftovers()
+            while left and time.monotonic() < deadline:
+                time.sleep(0.1)
+                left = leftovers()
+            problems += left
         logs = self.logs(tail=2_000_000)
         for mark in SANITIZER_MARKS:
             if mark in logs:

@@ -115,10 +115,10 @@ def baseline(stack):
     nginx listens before it forks its workers: the stack counts as started once its port
     answers, so the baseline waits for every worker the configuration asks for."""
     pids = {k: p.pid for k, p in stack.procs.items()}
-    with open(os.path.join(stack.state_dir, "nginx", "nginx.conf"), encoding="utf-8") as f:
-        m = re.search(r"^\s*worker_processes\s+(\d+)\s*;", f.read(), re.M)
+    with open(stack.nginx_conf, encoding="utf-8") as f:
+        m = re.search(r"^\s*worker_processes\s+(\d+|auto)\s*;", f.read(), re.M)
     assert m, "the stack's nginx.conf names no number of worker processes"
-    want = int(m.group(1))
+    want = os.cpu_count() if m.group(1) == "auto" else int(m.group(1))
     deadline = time.monotonic() + 10
     workers = ps.descendants([pids["nginx"]])
     while len(workers) < want and time.monotonic() < deadline:

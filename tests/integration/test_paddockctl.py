@@ -10,7 +10,7 @@ import pytest
 
 import paddock_stack as ps
 
-CTL = os.path.join(ps.BUILD_DIR, "paddockctl")
+CTL = ps.PADDOCKCTL_BIN
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +93,7 @@ def test_operator_commands_need_root(ctl):
 
 
 def test_doctor(ctl, stack):
-    conf = os.path.join(stack.state_dir, "nginx", "nginx.conf")
+    conf = stack.nginx_conf
     r = ctl("--json", "doctor", "--nginx-conf", conf, check=False)
     report = json.loads(r.stdout)
     by = {c["name"]: c for c in report["checks"]}

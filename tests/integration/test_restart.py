@@ -214,7 +214,7 @@ def test_end_sessions_destroys_what_a_stopped_daemon_left(rstack, rclient):
     rstack.kill9("paddock-sessiond")
     assert all(os.path.exists(f"/proc/{p}") for p in pids)
 
-    r = subprocess.run([os.path.join(ps.BUILD_DIR, "paddock-sessiond"), "--end-sessions"],
+    r = subprocess.run([ps.SESSIOND_BIN, "--end-sessions"],
                        env=rstack.env(), capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
     wait_for(lambda: not any(os.path.exists(f"/proc/{p}") for p in pids), "the inits to exit")

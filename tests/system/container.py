@@ -85,6 +85,7 @@ def run(tree, share, work, log, progress, timeout):
             "--private-network", "--bind=" + share + ":/systest", "--console=pipe",
             "--resolv-conf=off", "--timezone=off", "--link-journal=no"]
     deadline = time.monotonic() + timeout
+    p = None
     try:
         boots = 0
         while True:
@@ -97,12 +98,6 @@ def run(tree, share, work, log, progress, timeout):
             while p.poll() is None:
                 watch.poll()
                 if time.monotonic() > deadline:
-                    p.terminate()
-                    try:
-                        p.wait(30)
-                    except subprocess.TimeoutExpired:
-                        p.kill()
-                        p.wait()
                     watch.times["timeout"] = timeout
                     return watch
                 time.sleep(0.1)
@@ -115,6 +110,14 @@ def run(tree, share, work, log, progress, timeout):
             watch.times["exit status"] = p.returncode
             return watch
     finally:
+        if p is not None and p.poll() is None:
+            # nspawn takes SIGTERM as a request to power the container off.
+            p.terminate()
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
         subprocess.run(["umount", "-l", root], check=False)
         _remove_cgroups(cgroups)
         subprocess.run(["rm", "-rf", work], check=False)

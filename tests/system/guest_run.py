@@ -36,9 +36,9 @@ def guest_files():
     }
 
 
-def prepare_share(share, src_copy, debs, openapi, config):
-    """The share: config.json, the two .debs, the source tree (tests included), the
-    OpenAPI document, and an empty out/."""
+def prepare_share(share, src_copy, debs, spec_dir, config):
+    """The share: config.json, the two .debs, the source tree (tests included), the API
+    documents the suites check answers against (shared/spec), and an empty out/."""
     if os.path.exists(share):
         subprocess.run(["rm", "-rf", share], check=True)
     os.makedirs(os.path.join(share, "out"))
@@ -46,7 +46,8 @@ def prepare_share(share, src_copy, debs, openapi, config):
     subprocess.run(["cp", "-a", src_copy, os.path.join(share, "src")], check=True)
     for d in debs:
         subprocess.run(["cp", d, os.path.join(share, "debs")], check=True)
-    subprocess.run(["cp", openapi, os.path.join(share, "otari-openapi.yaml")], check=True)
+    os.makedirs(os.path.join(share, "shared"))
+    subprocess.run(["cp", "-a", spec_dir, os.path.join(share, "shared", "spec")], check=True)
     with open(os.path.join(share, "config.json"), "w", encoding="utf-8") as f:
         json.dump(config, f, indent=1)
     # The guest's apt runs the package's scripts as root and _apt reads the .debs.

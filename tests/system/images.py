@@ -71,6 +71,18 @@ def _hash(recipe):
     return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def _prune(prefix, keep):
+    """Remove the cache's other entries named prefix*: made by older recipes, never used
+    again (each is gigabytes)."""
+    for name in os.listdir(CACHE_DIR):
+        p = os.path.join(CACHE_DIR, name)
+        if name.startswith(prefix) and p != keep:
+            if os.path.isdir(p):
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                os.unlink(p)
+
+
 def _mmdebstrap(target, variant, include, hooks, log):
     """Make a tree at target.tmp and rename it to target when complete, so that an
     interrupted build is never taken for a cached one."""
@@ -87,6 +99,7 @@ def _mmdebstrap(target, variant, include, hooks, log):
         subprocess.run(argv, check=True, stdout=f, stderr=subprocess.STDOUT,
                        stdin=subprocess.DEVNULL)
     os.rename(tmp, target)
+    _prune(os.path.basename(target).split("-")[0] + "-", target)
 
 
 def build_root(control_path, log):
@@ -190,4 +203,5 @@ def ext4_image(tree, extra_files, log, size="8G"):
         subprocess.run(["umount", merged], check=False)
         shutil.rmtree(work, ignore_errors=True)
     os.rename(image + ".tmp", image)
+    _prune("disk-", image)
     return image

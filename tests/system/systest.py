@@ -18,7 +18,9 @@ under --work (default /var/tmp/paddock-systest), kept for a look after the run.
 
 import argparse
 import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -122,7 +124,8 @@ def guest_layout(report, layout, tree, shared_src, old_deb, new_deb, work, logs)
     share = os.path.join(work, layout, "share")
     config = {"layout": layout, "old": os.path.basename(old_deb), "new": os.path.basename(new_deb),
               "integration": VM_SUITES if layout == "vm" else CONTAINER_SUITES, "enable": ENABLE}
-    guest_run.prepare_share(share, shared_src, [old_deb, new_deb], openapi(), config)
+    guest_run.prepare_share(share, shared_src, [old_deb, new_deb], os.path.dirname(openapi()),
+                            config)
     log = os.path.join(logs, f"{layout}.log")
     t0 = time.monotonic()
     if layout == "container":
@@ -159,6 +162,9 @@ def main():
     ap.add_argument("--src", default=SOURCE_DIR, help="the source tree to package (the checkout)")
     args = ap.parse_args()
     src_dir = os.path.abspath(args.src)
+    # ctest's timeout and Ctrl-C: unwind, so that the guest is stopped and its mounts go.
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda n, _f: sys.exit(128 + n))
     if os.geteuid() != 0:
         print("SKIP: the system test needs root (chroots, overlay mounts, containers, a VM)")
         return 77
@@ -188,7 +194,8 @@ def main():
             except subprocess.CalledProcessError:
                 with open(os.path.join(logs, "clean-build.log"), encoding="utf-8",
                           errors="replace") as f:
-                    lines = [l.rstrip() for l in f if "rror" in l or "not found" in l]
+                    lines = [l.rstrip() for l in f
+                             if re.search(r"error:|Error [0-9]|not found|No such file", l)]
                 raise RuntimeError("the build in a root with only build-essential and the "
                                    "Build-Depends failed:\n  " + "\n  ".join(lines[:12]))
             if old_deb and debs.contents(deb) != debs.contents(old_deb):

@@ -38,7 +38,9 @@ def env():
         "DEBIAN_FRONTEND": "noninteractive",
         "PADDOCK_TEST_INSTALLED": "1",
         "PADDOCK_SOURCE_DIR": SRC,
-        "PADDOCK_OTARI_OPENAPI": os.path.join(SHARE, "otari-openapi.yaml"),
+        "PADDOCK_OTARI_OPENAPI": os.path.join(SHARE, "shared", "spec",
+                                              "otari-code-execution-openapi.yaml"),
+        "PADDOCK_AIO_OPENAPI": os.path.join(SHARE, "shared", "spec", "aio-sandbox-1x-openapi.json"),
         "PADDOCK_SYSTEST_SHARE": SHARE,
         "PADDOCK_SYSTEST_DEBS": os.path.join(SHARE, "debs"),
         "PADDOCK_SYSTEST_OLD": CONFIG["old"],
@@ -66,9 +68,10 @@ def record(name, ok, seconds, detail=""):
         os.fsync(f.fileno())
 
 
-def run_step(name, argv, timeout=1800, cwd=None):
+def run_step(name, argv, timeout=1800, cwd=None, tests=False):
     """Run one step, its output to a log of its own; record and return whether it passed.
-    pytest's exit status 5 (nothing collected) counts as a failure: a step always tests."""
+    tests: a pytest run, which passes only if some test passed (all skipped, or nothing
+    collected, tests nothing)."""
     log = os.path.join(LOGS, f"{step_count():02d}-{name.replace('/', '_')}.log")
     t0 = time.monotonic()
     with open(log, "wb") as f:
@@ -83,6 +86,15 @@ def run_step(name, argv, timeout=1800, cwd=None):
     seconds = time.monotonic() - t0
     ok = rc == 0
     detail = ""
+    with open(log, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        f.seek(max(0, f.tell() - 300))
+        last = f.read().decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
+    if tests and ok and " passed" not in last[0]:
+        ok = False
+        rc = f"0 but nothing passed ({last[0].strip('= ')})"
+    if tests:
+        detail = last[0].strip("= ")
     if not ok:
         with open(log, "rb") as f:
             f.seek(0, os.SEEK_END)
@@ -95,7 +107,7 @@ def run_step(name, argv, timeout=1800, cwd=None):
 
 def pytest(target, name, timeout=1800):
     return run_step(name, [PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfEs",
-                           "--tb=short", target], timeout=timeout)
+                           "--tb=short", target], timeout=timeout, tests=True)
 
 
 def lifecycle(test):
