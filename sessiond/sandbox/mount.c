@@ -344,15 +344,38 @@ int mount_dev_in_child(struct child_args *a)
 	return 0;
 }
 
+/*
+ * Kernel interfaces the sandbox has no business reading or poking, and what they would
+ * tell it about the host: its boot line and build, kernel addresses, timers and keys of
+ * other processes, physical memory maps. Each reads as empty (/dev/null on top).
+ */
+static const char *const proc_masked_files[] = {
+	"proc/kcore",	    "proc/keys",	  "proc/key-users",   "proc/timer_list",
+	"proc/timer_stats", "proc/latency_stats", "proc/sched_debug", "proc/sysrq-trigger",
+	"proc/cmdline",	    "proc/config.gz",	  "proc/bootconfig",  "proc/kallsyms",
+	"proc/kmsg",	    "proc/modules",	  "proc/vmallocinfo", "proc/slabinfo",
+	"proc/iomem",	    "proc/ioports",	  "proc/kpagecount",  "proc/kpageflags",
+	"proc/kpagecgroup", "proc/mtrr",
+};
+
+/* Directories of host hardware and drivers: an empty read-only directory on top. */
+static const char *const proc_masked_dirs[] = {
+	"proc/acpi",
+	"proc/asound",
+	"proc/scsi",
+	"proc/driver",
+};
+
+static int mask_dir(const char *dir)
+{
+	if (mount("tmpfs", dir, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		  "size=4k,nr_inodes=1,mode=0555") < 0)
+		return errno == ENOENT ? 0 : -errno;
+	return 0;
+}
+
 int mount_proc_in_child(struct child_args *a)
 {
-	/* Kernel interfaces the sandbox has no business reading or poking. */
-	static const char *const masked[] = {
-		"proc/kcore",
-		"proc/keys",
-		"proc/timer_list",
-		"proc/sysrq-trigger",
-	};
 	static const char *const readonly[] = {
 		"proc/sys",
 		"proc/irq",
@@ -367,9 +390,15 @@ int mount_proc_in_child(struct child_args *a)
 	/* We are pid 1 of the new pid namespace: this proc shows only the sandbox. */
 	if (mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
 		return -errno;
-	for (size_t i = 0; i < ARRAY_SIZE(masked); i++)
-		if (mount("dev/null", masked[i], NULL, MS_BIND, NULL) < 0 && errno != ENOENT)
+	for (size_t i = 0; i < ARRAY_SIZE(proc_masked_files); i++)
+		if (mount("dev/null", proc_masked_files[i], NULL, MS_BIND, NULL) < 0 &&
+		    errno != ENOENT)
 			return -errno;
+	for (size_t i = 0; i < ARRAY_SIZE(proc_masked_dirs); i++) {
+		r = mask_dir(proc_masked_dirs[i]);
+		if (r < 0)
+			return r;
+	}
 	for (size_t i = 0; i < ARRAY_SIZE(readonly); i++) {
 		r = bind_ro(readonly[i], readonly[i], MS_NOEXEC);
 		if (r < 0 && r != -ENOENT)

@@ -277,6 +277,49 @@ def test_host_secrets_are_absent(client, sid, stack):
     assert res["connect"] != "connected", "the sandbox reached sessiond's socket"
 
 
+# What /proc would tell a session about the host: its boot line and kernel build, kernel
+# addresses, other processes' timers and keys, physical memory, hardware and drivers.
+# The files read as empty (/dev/null is on them: writes go nowhere), the directories are
+# empty and read-only.
+PROC_MASKED_FILES = ["kcore", "keys", "key-users", "timer_list", "timer_stats",
+                     "latency_stats", "sched_debug", "sysrq-trigger", "cmdline", "config.gz",
+                     "bootconfig", "kallsyms", "kmsg", "modules", "vmallocinfo", "slabinfo",
+                     "iomem", "ioports", "kpagecount", "kpageflags", "kpagecgroup", "mtrr"]
+PROC_MASKED_DIRS = ["acpi", "asound", "scsi", "driver"]
+
+
+def test_host_kernel_details_are_masked(client, sid):
+    res = probe(client, sid, f"""
+        import json, os
+        files, dirs = {{}}, {{}}
+        for name in {PROC_MASKED_FILES!r}:
+            p = '/proc/' + name
+            if not os.path.exists(p):
+                continue
+            try:
+                with open(p, 'rb') as f:
+                    files[name] = len(f.read(4096))
+            except OSError as e:
+                files[name] = 'refused'
+        for name in {PROC_MASKED_DIRS!r}:
+            p = '/proc/' + name
+            if os.path.isdir(p):
+                dirs[name] = os.listdir(p)
+                try:
+                    open(p + '/x', 'w')
+                    dirs[name + ' write'] = 'written'
+                except OSError:
+                    pass
+        print(json.dumps({{'files': files, 'dirs': dirs}}))
+    """)
+    # cmdline and config.gz exist on every kernel here: the probe saw them at all.
+    assert "cmdline" in res["files"], res
+    for name, got in res["files"].items():
+        assert got in (0, "refused"), f"/proc/{name} gave {got}"
+    for name, got in res["dirs"].items():
+        assert got == [], f"/proc/{name} shows {got}"
+
+
 def test_writes_outside_workspace_and_tmp_fail(client, sid):
     res = probe(client, sid, """
         import json, os
