@@ -2,10 +2,12 @@
 /* clone3 for the daemons' children: a child and its pidfd in one call. */
 #pragma once
 
+#include <errno.h>
 #include <signal.h>
 #include <stdint.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <linux/sched.h>
@@ -22,4 +24,26 @@ static inline pid_t clone_pidfd(uint64_t flags, int *pidfd)
 				 .exit_signal = SIGCHLD };
 
 	return (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
+}
+
+/*
+ * Run fn(arg) in a forked child and wait for it: the child's exit status (fn's return,
+ * an errno or 0 by the callers' convention), -ECHILD when it did not exit, or -errno.
+ * For probes that may be refused or may change the process (a filter, a namespace).
+ */
+static inline int run_in_child(int (*fn)(const void *arg), const void *arg)
+{
+	int status;
+	pid_t pid = fork();
+
+	if (pid < 0)
+		return -errno;
+	if (pid == 0)
+		_exit(fn(arg));
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -errno;
+	if (!WIFEXITED(status))
+		return -ECHILD;
+	return WEXITSTATUS(status);
 }

@@ -214,24 +214,6 @@ static void explain_refusal(FeatureCheck *c, const struct call_info *ci, int err
 		  ci->call);
 }
 
-/* Run fn(arg) in a child process: its exit status (an errno, 0 for success), or -errno. */
-static int in_child(int (*fn)(const void *arg), const void *arg)
-{
-	int status;
-	pid_t pid = fork();
-
-	if (pid < 0)
-		return -errno;
-	if (pid == 0)
-		_exit(fn(arg));
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR)
-			return -errno;
-	if (!WIFEXITED(status))
-		return -ECHILD;
-	return WEXITSTATUS(status);
-}
-
 /* ---- the probes ---- */
 
 static void probe_kernel(const FeatureContext *ctx, FeatureCheck *c, int arg)
@@ -438,7 +420,7 @@ static void probe_namespace(const FeatureContext *ctx, FeatureCheck *c, int flag
 		if (pid > 0)
 			(void)waitpid(pid, NULL, 0);
 	} else {
-		r = in_child(try_unshare, &flag);
+		r = run_in_child(try_unshare, &flag);
 		if (r < 0) {
 			check_missing(c, "%s namespaces cannot be probed: %s", ns_noun(flag),
 				      strerror(-r));
@@ -607,7 +589,7 @@ static void probe_seccomp(const FeatureContext *ctx, FeatureCheck *c, int arg)
 
 	(void)ctx;
 	(void)arg;
-	r = in_child(try_seccomp_filter, NULL);
+	r = run_in_child(try_seccomp_filter, NULL);
 	if (r == EINVAL || r < 0) {
 		check_missing(c, "a seccomp filter cannot be loaded: %s", strerror(r < 0 ? -r : r));
 		check_fix(c, "use a kernel built with CONFIG_SECCOMP and CONFIG_SECCOMP_FILTER");
@@ -741,18 +723,25 @@ static const char *cgroup_fix(const CgroupLayout *l)
 		       "systemd.unified_cgroup_hierarchy=1 for cgroup v2";
 }
 
+/* The cgroup layout in *l; false, with c saying so, when there are no cgroups. */
+static bool cgroup_layout_present(FeatureCheck *c, CgroupLayout *l)
+{
+	cgroup_layout_read(l);
+	if (l->present && !l->error[0])
+		return true;
+	check_missing(c, "cgroups are not there: %s", l->error);
+	check_fix(c, "mount cgroup2 on /sys/fs/cgroup (systemd does at boot)");
+	return false;
+}
+
 static void probe_cgroup_version(const FeatureContext *ctx, FeatureCheck *c, int arg)
 {
 	CgroupLayout l;
 
 	(void)ctx;
 	(void)arg;
-	cgroup_layout_read(&l);
-	if (!l.present || l.error[0]) {
-		check_missing(c, "cgroups are not there: %s", l.error);
-		check_fix(c, "mount cgroup2 on /sys/fs/cgroup (systemd does at boot)");
+	if (!cgroup_layout_present(c, &l))
 		return;
-	}
 	check_ok(c, "%s", l.v2 ? "cgroup v2 (unified)" : "cgroup v1 (legacy or hybrid hierarchy)");
 }
 
@@ -765,12 +754,8 @@ static void probe_cgroup_controller(const FeatureContext *ctx, FeatureCheck *c, 
 	CgroupLayout l;
 
 	(void)ctx;
-	cgroup_layout_read(&l);
-	if (!l.present || l.error[0]) {
-		check_missing(c, "cgroups are not there: %s", l.error);
-		check_fix(c, "mount cgroup2 on /sys/fs/cgroup (systemd does at boot)");
+	if (!cgroup_layout_present(c, &l))
 		return;
-	}
 	if (l.ctrls & (unsigned)arg) {
 		check_ok(c, "the %s controller is available", name);
 		return;
@@ -790,12 +775,8 @@ static void probe_cgroup_writable(const FeatureContext *ctx, FeatureCheck *c, in
 
 	(void)ctx;
 	(void)arg;
-	cgroup_layout_read(&l);
-	if (!l.present || l.error[0]) {
-		check_missing(c, "cgroups are not there: %s", l.error);
-		check_fix(c, "mount cgroup2 on /sys/fs/cgroup (systemd does at boot)");
+	if (!cgroup_layout_present(c, &l))
 		return;
-	}
 	if (l.read_only[0]) {
 		check_missing(c, "%s is mounted read-only: no session's cgroup can be created",
 			      l.read_only);

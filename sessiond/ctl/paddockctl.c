@@ -23,6 +23,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "cleanup.h"
+#include "clone.h"
 #include "config.h"
 #include "kernel_features.h"
 #include "proto.h"
@@ -452,24 +453,6 @@ static void report(Doctor *d, enum check_status st, const char *name, const char
 		printf("      %-22s fix: %s\n", "", fix);
 }
 
-/* Run fn(arg) in a child process; returns its exit status, or -errno. */
-static int in_child(int (*fn)(const void *arg), const void *arg)
-{
-	int status;
-	pid_t pid = fork();
-
-	if (pid < 0)
-		return -errno;
-	if (pid == 0)
-		_exit(fn(arg));
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR)
-			return -errno;
-	if (!WIFEXITED(status))
-		return -ECHILD;
-	return WEXITSTATUS(status);
-}
-
 /* One finding of the kernel feature probes (common/kernel_features.c), as sessiond sees it. */
 static void on_feature(const FeatureCheck *fc, void *data)
 {
@@ -789,7 +772,7 @@ static void check_dirs_and_sockets(Doctor *d)
 		       "systemctl start paddock-sessiond; journalctl -u paddock-sessiond", "%s: %s",
 		       c->sock, strerror(-r));
 	if ((r == 0 || r == -EREMOTEIO) && d->root && getpwnam(cfg->worker_user)) {
-		r = in_child(connect_as_worker, c);
+		r = run_in_child(connect_as_worker, c);
 		if (r == 0)
 			report(d, CHECK_OK, "worker reaches sessiond", NULL, "%s can connect",
 			       cfg->worker_user);
