@@ -364,6 +364,45 @@ static int v2_evict_processes(const char *dir)
 	return r;
 }
 
+/*
+ * mkdir -p of a cgroup below the root. A cgroup has only the controllers its parent's
+ * subtree_control gives it, so each level that gets a new child first hands memory, pids
+ * (and cpu) on; levels that exist already (systemd's slices, say) are left as they are.
+ */
+static int v2_make_path(const char *path)
+{
+	char buf[PATH_MAX];
+	size_t root_len = strlen(CGROUP_ROOT), len = strlen(path);
+	unsigned ctrls;
+
+	if (len >= sizeof(buf) || strncmp(path, CGROUP_ROOT "/", root_len + 1) != 0)
+		return -EINVAL;
+	memcpy(buf, path, len + 1);
+	for (char *p = buf + root_len + 1;; p++) {
+		char keep = *p;
+		struct stat st;
+		int r;
+
+		if (keep != '/' && keep != '\0')
+			continue;
+		*p = '\0';
+		if (stat(buf, &st) < 0) {
+			char *up = strrchr(buf, '/');
+
+			*up = '\0';
+			r = v2_enable_controllers(buf, &ctrls);
+			*up = '/';
+			if (r < 0)
+				return r;
+			if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+				return -errno;
+		}
+		if (keep == '\0')
+			return 0;
+		*p = '/';
+	}
+}
+
 static int v2_setup(SandboxEnv *env, const char *cgroup_root, const char *instance)
 {
 	char own[PATH_MAX], own_dir[PATH_MAX];
@@ -380,7 +419,7 @@ static int v2_setup(SandboxEnv *env, const char *cgroup_root, const char *instan
 		if (asprintf(&h->parent, "%s/%s", CGROUP_ROOT, cgroup_root_relative(cgroup_root)) <
 		    0)
 			return -ENOMEM;
-		r = mkdir_p(h->parent, 0755);
+		r = v2_make_path(h->parent);
 		if (r >= 0)
 			r = v2_evict_processes(h->parent);
 		if (r >= 0)
