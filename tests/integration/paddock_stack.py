@@ -428,6 +428,10 @@ class Stack:
         return f"http://127.0.0.1:{self.port}"
 
     @property
+    def installed_cgroup_root(self):
+        return f"systest-{self.node_name}"
+
+    @property
     def nginx_conf(self):
         """The configuration the stack's nginx runs."""
         return os.path.join(self.state_dir, "nginx", "nginx.conf")
@@ -443,9 +447,10 @@ class Stack:
             "PADDOCK_LOG_LEVEL": "debug",
         })
         if INSTALLED:
-            # Beside the package's daemon, under systemd: a cgroup subtree of the stack's own
-            # (the test's unit cgroup holds the test's processes, so it cannot hold these).
-            env["PADDOCK_CGROUP_ROOT"] = f"systest-stacks/{self.node_name}"
+            # Beside the package's daemon, under systemd: a cgroup of the stack's own below
+            # the root, where the controllers are enabled (the test's unit cgroup holds the
+            # test's processes, so it cannot give controllers to sandboxes).
+            env["PADDOCK_CGROUP_ROOT"] = self.installed_cgroup_root
         env.update(self.extra_env)
         return env
 
@@ -646,6 +651,14 @@ class Stack:
             left = still_there()
         if left:
             problems.append("processes left running: " + ", ".join(_describe(p) for p in left[:20]))
+        if INSTALLED and "PADDOCK_CGROUP_ROOT" not in self.extra_env:
+            # The place env() chose for the sandboxes' cgroups: empty now, unless one leaked.
+            for h in [m for m in mounts_under("/sys/fs/cgroup") if m != "/sys/fs/cgroup"] or \
+                    ["/sys/fs/cgroup"]:
+                try:
+                    os.rmdir(os.path.join(h, self.installed_cgroup_root))
+                except OSError:
+                    pass
         needles = [self.node_name] + sorted(self.session_ids)
         in_cg = processes_in_cgroups_matching(needles)
         if in_cg:

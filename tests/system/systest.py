@@ -45,14 +45,18 @@ VM_SUITES = ["test_otari_badinput.py", "test_otari_editor.py", "test_otari_exec.
              "test_otari_files.py", "test_otari_limits.py", "test_otari_sessions.py",
              "test_restart.py"]
 # Not run installed: test_package_deb.py and test_package_rpm.py build packages from a
-# source tree (the host side of this test does that), test_systemd_units.py checks the
+# source tree (the host side of this test does that); test_systemd_units.py checks the
 # source tree's units against a build's binary (the installed units are what this test
-# runs), test_harness.py drives the source tree's harnesses directly, with no stack.
+# runs); test_harness.py drives the source tree's harnesses directly, with no stack;
+# test_kernel_features.py needs a helper program of the build tree
+# (tests/with_syscall_refused); test_paddockctl_site.py runs paddockctl against nginx
+# trees and a faked systemd of its own (the lifecycle runs the installed paddockctl site
+# enable against the guest's real nginx).
 CONTAINER_SUITES = VM_SUITES + [
     "test_code_endpoint.py", "test_code_execute.py", "test_code_runtimes.py",
     "test_escape_files.py", "test_escape_sandbox.py", "test_harness_endpoint.py",
-    "test_http_hostile.py", "test_limits_bystander.py", "test_multinode.py",
-    "test_paddockctl.py", "test_stress.py"]
+    "test_http_hostile.py", "test_limits_bystander.py", "test_limits_daemon_memory.py",
+    "test_multinode.py", "test_paddockctl.py", "test_stress.py"]
 
 TIMEOUTS = {"container": 900, "vm": 1500}  # seconds of one guest run, reboot included
 SHUTDOWN_MAX = 10.0
