@@ -82,3 +82,18 @@ char *utf8_sanitize(const char *s, size_t len, size_t *outlen)
 		*outlen = o;
 	return out;
 }
+
+size_t utf8_prefix_len(const char *s, size_t max)
+{
+	size_t len = strnlen(s, max), i = 0;
+
+	while (i < len) {
+		size_t n = utf8_sequence_length(s + i, len - i);
+
+		/* A sequence cut by max, or a stray byte: stop before it. */
+		if (n == 0)
+			break;
+		i += n;
+	}
+	return i;
+}

@@ -15,3 +15,7 @@ bool utf8_valid(const char *s, size_t len);
 /* A copy of s with every ill-formed byte replaced by U+FFFD; NUL-terminated, and
  * *outlen (if given) the length without the terminator. NULL when out of memory. */
 char *utf8_sanitize(const char *s, size_t len, size_t *outlen);
+
+/* How many of the first max bytes of s (a NUL-terminated string) to keep so that a cut
+ * there splits no sequence: for quoting a prefix of client text in a message. */
+size_t utf8_prefix_len(const char *s, size_t max);

@@ -222,7 +222,8 @@ int code_check_cwd(ReqCtx *rq, const char *session_id, const char *cwd)
 
 		if (bad_path)
 			code_invalid(rq, "cwd", "value_error",
-				     "cwd must name a directory under /workspace: %.200s", cwd);
+				     "cwd must name a directory under /workspace: %.*s",
+				     (int)utf8_prefix_len(cwd, 200), cwd);
 		else
 			code_sd_fail(rq, r, &rep);
 		sd_reply_clear(&rep);
@@ -290,9 +291,9 @@ static int take_language(ReqCtx *rq, json_object *body, enum lang *ret)
 				return 0;
 			}
 	code_invalid(rq, "language", "enum",
-		     "Unsupported language '%.64s'. Supported: python, "
+		     "Unsupported language '%.*s'. Supported: python, "
 		     "javascript",
-		     s);
+		     (int)utf8_prefix_len(s, 64), s);
 	return -1;
 }
 
@@ -458,8 +459,8 @@ static int check_kernel_name(ReqCtx *rq, const char *name)
 		 rt->python_version);
 	if (strcmp(name, versioned) == 0)
 		return 0;
-	code_invalid(rq, "kernel_name", "enum", "Unknown kernel '%.64s'. Available: python3, %s",
-		     name, versioned);
+	code_invalid(rq, "kernel_name", "enum", "Unknown kernel '%.*s'. Available: python3, %s",
+		     (int)utf8_prefix_len(name, 64), name, versioned);
 	return -1;
 }
 
@@ -702,9 +703,9 @@ static void refuse_user(ReqCtx *rq, const struct exec_req *x)
 	char why[256];
 
 	snprintf(why, sizeof(why),
-		 "cannot run as user '%.64s': every session runs as its own unprivileged '%s' "
+		 "cannot run as user '%.*s': every session runs as its own unprivileged '%s' "
 		 "account, and no other",
-		 x->user, CODE_SANDBOX_USER);
+		 (int)utf8_prefix_len(x->user, 64), x->user, CODE_SANDBOX_USER);
 	if (cell_outcome_process_error(why, &o) < 0) {
 		code_fail(rq, 500, "out of memory");
 		return;

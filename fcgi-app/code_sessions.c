@@ -103,9 +103,9 @@ static int parse_create(ReqCtx *rq, json_object *body, bool jupyter, struct crea
 	}
 	if (user && *user && strcmp(user, CODE_SANDBOX_USER) != 0) {
 		code_fail(rq, 400,
-			  "cannot create a session as user '%.64s': every session runs as "
+			  "cannot create a session as user '%.*s': every session runs as "
 			  "its own unprivileged '%s' account",
-			  user, CODE_SANDBOX_USER);
+			  (int)utf8_prefix_len(user, 64), user, CODE_SANDBOX_USER);
 		return -1;
 	}
 	if (jupyter && !rt->kernel_ok && !rt->endpoint_ok) {

@@ -85,11 +85,57 @@ static bool mime_ok(const char *m)
 	return true;
 }
 
+/* RFC 8187 attr-char: what a filename* value carries as itself, all else %-encoded. */
+static bool attr_char(unsigned char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       (c && strchr("!#$&+-.^_`|~", c));
+}
+
+/* Bytes of the plain filename= fallback: a hint for old clients, filename* is the name. */
+#define DISPOSITION_FALLBACK_MAX 64
+
+/*
+ * The Content-Disposition of a download (RFC 6266): the last segment of the file's API
+ * path (docs/otari.md: UTF-8 text whatever the bytes of the name) as filename*=UTF-8''
+ * with every byte outside attr-char %-encoded, so no name can break the header, and a
+ * filename="..." fallback of printable ASCII only, other bytes, quotes, backslashes and
+ * "%" written as "_". buf must hold DISPOSITION_MAX bytes.
+ */
+#define DISPOSITION_MAX (3 * PUT_PATH_MAX + DISPOSITION_FALLBACK_MAX + 64)
+static void content_disposition(const char *api_path, char *buf)
+{
+	const char *name = strrchr(api_path, '/');
+	size_t o, n;
+
+	name = name ? name + 1 : api_path;
+	o = (size_t)snprintf(buf, DISPOSITION_MAX, "Content-Disposition: attachment; filename=\"");
+	for (n = 0; name[n] && n < DISPOSITION_FALLBACK_MAX; n++) {
+		unsigned char c = (unsigned char)name[n];
+
+		buf[o++] =
+			(c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '%') ? '_' : (char)c;
+	}
+	o += (size_t)snprintf(buf + o, DISPOSITION_MAX - o, "\"; filename*=UTF-8''");
+	for (n = 0; name[n] && o + 3 + 3 < DISPOSITION_MAX; n++) {
+		unsigned char c = (unsigned char)name[n];
+
+		if (attr_char(c)) {
+			buf[o++] = (char)c;
+		} else {
+			snprintf(buf + o, 4, "%%%02X", c);
+			o += 3;
+		}
+	}
+	snprintf(buf + o, DISPOSITION_MAX - o, "\r\n");
+}
+
 void otari_get(ReqCtx *rq)
 {
 	_cleanup_json_ json_object *sdreq = NULL;
 	_cleanup_free_ char *path = NULL, *file_id = NULL;
-	const char *mime = NULL;
+	const char *mime = NULL, *api_path = NULL;
+	char disposition[DISPOSITION_MAX], extra[DISPOSITION_MAX + 128];
 	struct stat st;
 	SdReply rep;
 	int r;
@@ -130,10 +176,15 @@ void otari_get(ReqCtx *rq)
 	}
 	if (json_in_string(rep.obj, "mime_type", &mime, NULL) <= 0 || !mime_ok(mime))
 		mime = "application/octet-stream";
+	disposition[0] = '\0';
+	if (json_in_string(rep.obj, "path", &api_path, NULL) > 0)
+		content_disposition(api_path, disposition);
 	/* Workspace files are written by untrusted code: never let a browser run them. */
-	r = http_send_head(&rq->http, 200, mime, st.st_size,
-			   "X-Content-Type-Options: nosniff\r\n"
-			   "Content-Security-Policy: default-src 'none'; sandbox\r\n");
+	snprintf(extra, sizeof(extra),
+		 "X-Content-Type-Options: nosniff\r\n"
+		 "Content-Security-Policy: default-src 'none'; sandbox\r\n%s",
+		 disposition);
+	r = http_send_head(&rq->http, 200, mime, st.st_size, extra);
 	if (r >= 0)
 		r = http_send_fd(&rq->http, rep.fd, st.st_size);
 	if (r < 0) {

@@ -62,6 +62,7 @@
 #include "cleanup.h"
 #include "io.h"
 #include "wsfs.h"
+#include "wsname.h"
 
 #define EDITOR_UNDO_LEVELS 16
 #define EDITOR_UNDO_BUDGET (32u << 20)
@@ -306,8 +307,15 @@ static int fail_errno(EditorReq *q, int r, bool writing)
 		return fail(q, "path is a symlink, not followed for writes: %s", p);
 	if (r == -ELOOP)
 		return fail(q, "too many levels of symlinks: %s", p);
-	if (r == -EISDIR || r == -EINVAL)
+	if (r == -EISDIR || r == -EINVAL || r == -ENXIO)
 		return fail(q, "not a file: %s", p);
+	if (r == -EWOULDBLOCK)
+		return fail(q,
+			    "a program in the session holds a lease on %s; try again once it "
+			    "lets go",
+			    p);
+	if (r == -EBUSY || r == -ETXTBSY)
+		return fail(q, "%s is in use in the session; try again", p);
 	if (r == -ENOSPC || r == -EDQUOT)
 		return fail(q, "no space left in the workspace for %s", p);
 	if (r == -EFBIG)
@@ -577,8 +585,10 @@ static void listing_free(Listing *l)
 	free(l->lines);
 }
 
+/* prefix and name are bytes as on disk; the line names them in API form (wsname.h). */
 static int listing_add(Listing *l, const char *prefix, const char *name, bool dir)
 {
+	_cleanup_free_ char *api_prefix = NULL, *api_name = NULL;
 	char *line;
 
 	if (l->n == EDITOR_VIEW_MAX_ENTRIES) {
@@ -593,7 +603,12 @@ static int listing_add(Listing *l, const char *prefix, const char *name, bool di
 		l->lines = p;
 		l->cap = cap;
 	}
-	if (asprintf(&line, "%s%s%s%s", prefix, *prefix ? "/" : "", name, dir ? "/" : "") < 0)
+	api_prefix = wsname_encode_dup(prefix);
+	api_name = wsname_encode_dup(name);
+	if (!api_prefix || !api_name)
+		return -ENOMEM;
+	if (asprintf(&line, "%s%s%s%s", api_prefix, *prefix ? "/" : "", api_name, dir ? "/" : "") <
+	    0)
 		return -ENOMEM;
 	l->lines[l->n++] = line;
 	return 0;

@@ -11,7 +11,9 @@
 #include "cleanup.h"
 #include "log.h"
 #include "session.h"
+#include "utf8.h"
 #include "wsfs.h"
+#include "wsname.h"
 
 /* An upload in progress on one worker connection: the unnamed file and whose it is. */
 typedef struct Upload {
@@ -20,28 +22,81 @@ typedef struct Upload {
 	int fd;	      /* O_TMPFILE in the workspace; sessiond's copy */
 } Upload;
 
+/*
+ * What each error of a confined file operation means to the client, in one table: the
+ * states a session can put its own workspace in (a socket, a FIFO, a lease, a full disk)
+ * are the client's to hear about, never an internal error.
+ */
+static const struct {
+	int err;	  /* the negative errno */
+	const char *kind; /* the reply's error kind (its HTTP status in the worker) */
+	const char *what; /* the sentence */
+	bool quote;	  /* followed by ": " and the path */
+} fs_errors[] = {
+	{ -EXDEV, "forbidden", "path is outside the session workspace", true },
+	{ -ELOOP, "forbidden", "path is outside the session workspace", true },
+	{ -EPERM, "forbidden", "path is outside the session workspace", true },
+	{ -EACCES, "forbidden", "path is outside the session workspace", true },
+	{ -ENOENT, "not_found", "no such file or directory", true },
+	{ -ENOTDIR, "not_found", "not a directory", true },
+	{ -EISDIR, "bad_request", "path is a directory", true },
+	{ -ENXIO, "bad_request", "not a regular file (a socket, FIFO or device)", true },
+	{ -EINVAL, "invalid", "invalid path", true },
+	{ -ENAMETOOLONG, "invalid", "invalid path", true },
+	{ -EWOULDBLOCK, "busy",
+	  "a program in the session holds a lease on the file; try again once it lets go", true },
+	{ -EBUSY, "busy", "the file is in use in the session; try again", true },
+	{ -ETXTBSY, "busy", "the file is in use in the session; try again", true },
+	{ -ENOTEMPTY, "exists", "a directory that is not empty is in the way", true },
+	{ -EEXIST, "exists", "something is in the way", true },
+	{ -EMLINK, "too_large", "the directory holds too many entries", true },
+	{ -ENOSPC, "too_large", "the session workspace is full", false },
+	{ -EFBIG, "too_large", "the session workspace is full", false },
+	{ -EDQUOT, "too_large", "the session workspace is full", false },
+	{ -EOVERFLOW, "too_large", "the file is too large", true },
+	{ -EROFS, "busy", "the session workspace is read-only", false },
+	{ -EMFILE, "unavailable", "the session daemon is out of file descriptors", false },
+	{ -ENFILE, "unavailable", "the session daemon is out of file descriptors", false },
+	{ -ENOMEM, "unavailable", "the session daemon is out of memory", false },
+};
+
+/* How much of a path a message quotes: enough to recognise it, and never half a character,
+ * so the reply stays valid UTF-8 (and valid JSON) whatever the path. */
+#define FS_ERROR_PATH_MAX 200
+
 /* Map a confined file operation's error to a reply. */
 json_object *fs_error(int r, const char *path)
 {
-	switch (r) {
-	case -EXDEV:
-	case -ELOOP:
-	case -EPERM:
-	case -EACCES:
-		return reply_error("forbidden", "path is outside the session workspace: %.200s",
-				   path);
-	case -ENOENT: return reply_error("not_found", "no such file or directory: %.200s", path);
-	case -ENOTDIR: return reply_error("not_found", "not a directory: %.200s", path);
-	case -EISDIR: return reply_error("bad_request", "path is a directory: %.200s", path);
-	case -EINVAL:
-	case -ENAMETOOLONG: return reply_error("invalid", "invalid path: %.200s", path);
-	case -ENOSPC:
-	case -EFBIG:
-	case -EDQUOT: return reply_error("too_large", "the session workspace is full");
-	default:
-		log_err("workspace operation failed: %s", strerror(-r));
-		return reply_error("internal", "workspace operation failed");
+	const char *p = path ? path : "";
+	int n = (int)utf8_prefix_len(p, FS_ERROR_PATH_MAX);
+
+	for (size_t i = 0; i < ARRAY_SIZE(fs_errors); i++) {
+		if (fs_errors[i].err != r)
+			continue;
+		if (!fs_errors[i].quote)
+			return reply_error(fs_errors[i].kind, "%s", fs_errors[i].what);
+		return reply_error(fs_errors[i].kind, "%s: %.*s", fs_errors[i].what, n, p);
 	}
+	log_err("workspace operation failed: %s", strerror(-r));
+	return reply_error("internal", "workspace operation failed");
+}
+
+/* Add val (ownership taken) to the reply o; -ENOMEM when val could not be made. */
+static int reply_add(json_object *o, const char *key, json_object *val)
+{
+	if (!val || json_object_object_add(o, key, val) < 0) {
+		json_object_put(val);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* The reply's "path": the API form of rel, which the client can pass back. */
+static json_object *api_path_json(const char *rel)
+{
+	_cleanup_free_ char *api = wsname_encode_dup(rel);
+
+	return api ? json_object_new_string(api) : NULL;
 }
 
 void op_list(Manager *m, Conn *c, Session *s, json_object *req)
@@ -86,20 +141,19 @@ void op_get(Manager *m, Conn *c, Session *s, json_object *req)
 		return;
 	}
 	fd = wsfs_open_read(s->ws_fd, rel, &st);
-	if (fd == -EINVAL) {
-		/* A FIFO, socket or device: nothing a client can download. */
-		conn_reply(c, reply_error("bad_request", "not a regular file: %.200s", path), NULL,
-			   0);
-		return;
-	}
 	if (fd < 0) {
 		conn_reply(c, fs_error(fd, path), NULL, 0);
 		return;
 	}
 	o = reply_ok();
-	json_object_object_add(o, "path", json_object_new_string(rel));
-	json_object_object_add(o, "size_bytes", json_object_new_int64(st.st_size));
-	json_object_object_add(o, "mime_type", json_object_new_string(wsfs_guess_mime(rel)));
+	if (reply_add(o, "path", api_path_json(rel)) < 0 ||
+	    reply_add(o, "size_bytes", json_object_new_int64(st.st_size)) < 0 ||
+	    reply_add(o, "mime_type", json_object_new_string(wsfs_guess_mime(rel))) < 0) {
+		json_object_put(o);
+		close(fd);
+		conn_reply(c, fs_error(-ENOMEM, path), NULL, 0);
+		return;
+	}
 	conn_reply(c, o, &fd, 1);
 }
 
@@ -188,8 +242,12 @@ void op_put_commit(Manager *m, Conn *c, json_object *req)
 	}
 	s->last_activity_at = now_real();
 	o = reply_ok();
-	json_object_object_add(o, "path", json_object_new_string(rel));
-	json_object_object_add(o, "size_bytes", json_object_new_int64(st.st_size));
+	if (reply_add(o, "path", api_path_json(rel)) < 0 ||
+	    reply_add(o, "size_bytes", json_object_new_int64(st.st_size)) < 0) {
+		json_object_put(o);
+		conn_reply(c, fs_error(-ENOMEM, path), NULL, 0);
+		return;
+	}
 	conn_reply(c, o, NULL, 0);
 }
 

@@ -18,6 +18,7 @@
 #include <json-c/json.h>
 
 #include "cleanup.h"
+#include "wsname.h"
 
 /*
  * How every path below ws_fd is resolved. BENEATH refuses "..", absolute paths and absolute
@@ -70,12 +71,16 @@ static bool is_dot_or_dotdot(const char *name)
 int wsfs_normalize(const char *api_path, bool allow_root, char *out, size_t outlen)
 {
 	static const char prefix[] = "/workspace";
-	const char *p = api_path;
+	char raw[PATH_MAX];
+	const char *p = raw;
 	size_t n = 0;
 
 	if (!api_path || !out || outlen == 0)
 		return -EINVAL;
-	if (strnlen(api_path, PATH_MAX) >= PATH_MAX)
+	if (strnlen(api_path, WSFS_API_PATH_MAX) >= WSFS_API_PATH_MAX)
+		return -EINVAL;
+	/* The API form stands for the name's bytes (wsname.h); the rest works on those. */
+	if (wsname_decode(api_path, raw, sizeof(raw)) < 0)
 		return -EINVAL;
 
 	if (*p == '/') {
@@ -149,27 +154,51 @@ static int split_parent(const char *rel, char *dir, size_t dirlen, const char **
 	return 0;
 }
 
+/* Reopen the file behind an O_PATH descriptor for reading: the inode looked at, never
+ * whatever the session has put at its path since. */
+static int reopen_read(int path_fd)
+{
+	char proc[64];
+	int fd;
+
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", path_fd);
+	/*
+	 * O_NONBLOCK: a file under a write lease makes an open wait for the holder for up to
+	 * lease-break-time (45 s); the daemon's loop must not, so it gets -EWOULDBLOCK.
+	 */
+	fd = open(proc, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fcntl(fd, F_SETFL, 0) < 0) {
+		int r = -errno;
+
+		close(fd);
+		return r;
+	}
+	return fd;
+}
+
 int wsfs_open_read(int ws_fd, const char *rel, struct stat *st)
 {
 	struct stat buf;
-	_cleanup_close_ int fd = -1;
+	_cleanup_close_ int path_fd = -1;
 
 	if (!st)
 		st = &buf;
-	/* O_NONBLOCK so that a FIFO planted in the workspace cannot make the open hang. */
-	fd = wsfs_openat2(ws_fd, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
-	if (fd < 0)
-		return fd;
-	if (fstat(fd, st) < 0)
+	/*
+	 * Look before opening: opening a FIFO wakes its writer, a socket gives -ENXIO, and a
+	 * device's open runs its driver, as root. O_PATH runs none of that.
+	 */
+	path_fd = wsfs_openat2(ws_fd, rel, O_PATH, 0);
+	if (path_fd < 0)
+		return path_fd;
+	if (fstat(path_fd, st) < 0)
 		return -errno;
 	if (S_ISDIR(st->st_mode))
 		return -EISDIR;
-	/* FIFOs, sockets and devices are not files to serve: -EINVAL (a bad request). */
 	if (!S_ISREG(st->st_mode))
-		return -EINVAL;
-	if (fcntl(fd, F_SETFL, 0) < 0)
-		return -errno;
-	return TAKE_FD(fd);
+		return -ENXIO;
+	return reopen_read(path_fd);
 }
 
 int wsfs_open_tmp(int ws_fd, uid_t uid, gid_t gid)
@@ -366,7 +395,7 @@ struct Walk {
 	const struct timespec *since; /* if set, only files modified at or after it count */
 	bool truncated;		      /* left something out: max, budget, depth, length */
 	void *userdata;		      /* for visit() */
-	char path[PATH_MAX];	      /* the current path, workspace-relative */
+	char path[WSFS_API_PATH_MAX]; /* the current path, workspace-relative, in API form */
 	/* Called for each regular file accepted; < 0 aborts the walk. */
 	int (*visit)(Walk *w, const char *path, const struct stat *st);
 	DIR *dirs[WS_WALK_MAX_DEPTH];	/* the directories open, the one being read last */
@@ -409,7 +438,7 @@ static int walk_step(Walk *w, size_t entries)
 {
 	while (w->depth > 0) {
 		DIR *d = w->dirs[w->depth - 1];
-		size_t len = w->lens[w->depth - 1], nlen, plen;
+		size_t len = w->lens[w->depth - 1], plen;
 		struct dirent *de;
 		struct stat st;
 		int r;
@@ -439,15 +468,18 @@ static int walk_step(Walk *w, size_t entries)
 		if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
 			continue;
 
-		nlen = strlen(de->d_name);
-		plen = len + (len ? 1 : 0) + nlen;
-		if (plen >= sizeof(w->path)) {
+		/* Paths go out in API form: whatever bytes the name holds, they are text. */
+		plen = len + (len ? 1 : 0);
+		r = (int)wsname_encode(de->d_name, strlen(de->d_name), w->path + plen,
+				       sizeof(w->path) - plen);
+		if (r < 0) {
+			w->path[len] = '\0';
 			w->truncated = true;
 			continue;
 		}
 		if (len)
 			w->path[len] = '/';
-		memcpy(w->path + len + (len ? 1 : 0), de->d_name, nlen + 1);
+		plen += (size_t)r;
 
 		if (S_ISREG(st.st_mode)) {
 			if (w->since && !timespec_ge(&st.st_mtim, w->since)) {
@@ -495,12 +527,13 @@ static int walk_start(Walk *w, int ws_fd, const char *rel)
 	if (fd < 0)
 		return fd;
 	if (strcmp(start, ".") != 0) {
-		len = strlen(start);
-		if (len >= sizeof(w->path)) {
+		ssize_t n = wsname_encode(start, strlen(start), w->path, sizeof(w->path));
+
+		if (n < 0) {
 			close(fd);
 			return -ENAMETOOLONG;
 		}
-		memcpy(w->path, start, len + 1);
+		len = (size_t)n;
 	} else {
 		w->path[0] = '\0';
 	}

@@ -2,6 +2,7 @@
 /* Confined file operations on a session workspace, resolved by the kernel (openat2). */
 #pragma once
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -11,11 +12,16 @@
 
 struct json_object;
 
+/* The longest API path (wsname.h): a PATH_MAX path of which every byte is escaped. */
+#define WSFS_API_PATH_MAX (5 * PATH_MAX)
+
 /*
  * Turn an API path into a workspace-relative one: "a/b", "./a", "/workspace/a"
  * are accepted; "" (for dirs: means "."), other absolute paths, NUL bytes,
  * over-long paths are refused with -EPERM (outside) or -EINVAL (malformed).
  * ".." is left for the kernel to judge. out gets at most outlen bytes.
+ * api_path is in API form (wsname.h) and out gets the bytes it stands for: text
+ * that is not UTF-8, or an escape that names no byte 0x80-0xFF, is -EINVAL.
  */
 int wsfs_normalize(const char *api_path, bool allow_root, char *out, size_t outlen);
 
@@ -23,8 +29,13 @@ int wsfs_normalize(const char *api_path, bool allow_root, char *out, size_t outl
  * mount), O_CLOEXEC added, retried when the kernel asks to; -errno on failure. */
 int wsfs_openat2(int dfd, const char *path, uint64_t flags, uint64_t mode);
 
-/* Open a regular file for reading. -EISDIR for a directory, -ENOENT, -EXDEV or -ELOOP
- * when the path leaves the workspace or goes through a symlink out. */
+/*
+ * Open a regular file for reading. -EISDIR for a directory, -ENOENT, -EXDEV or -ELOOP
+ * when the path leaves the workspace or goes through a symlink out; -ENXIO for a socket,
+ * FIFO or device, which is looked at but never opened; -EWOULDBLOCK when a program holds
+ * a write lease on it (the open would wait for the holder); -EMFILE, -ENFILE, -ENOMEM
+ * when the daemon is short of them. Advisory locks (flock, fcntl) do not stop it.
+ */
 int wsfs_open_read(int ws_fd, const char *rel, struct stat *st);
 
 /* An unnamed file (O_TMPFILE) in the workspace, owned by uid:gid, mode 0644, for writing. */
@@ -38,12 +49,13 @@ int wsfs_commit(int ws_fd, int tmp_fd, const char *rel, uid_t uid, gid_t gid);
 int wsfs_mkdirs(int ws_fd, const char *rel, uid_t uid, gid_t gid);
 
 /* Regular files below rel (recursive, symlinks not followed), as a json array of
- * {path, size_bytes, modified_at, mime_type}; *truncated when max was reached. */
+ * {path, size_bytes, modified_at, mime_type} with paths in API form (wsname.h); sockets,
+ * FIFOs and devices are left out. *truncated when max was reached. */
 int wsfs_list(int ws_fd, const char *rel, size_t max, struct json_object **ret, bool *truncated);
 
 /* A file found changed: its path and the stamp that tells one version from the next. */
 typedef struct WsfsChange {
-	char *path;	       /* workspace-relative, owned */
+	char *path;	       /* workspace-relative, in API form (wsname.h), owned */
 	struct timespec mtime; /* modification time */
 	off_t size;
 	ino_t ino;

@@ -2,7 +2,8 @@
 /*
  * Fuzz target: sessiond's API-path normalizer (wsfs_normalize). Input: a flags byte
  * (allow_root, output size class), then the path, cut at the first NUL as a JSON
- * string handed over with json_object_get_string would be.
+ * string handed over with json_object_get_string would be. The path is in API form
+ * (wsname.h): escapes stand for bytes that are not UTF-8.
  */
 #include <errno.h>
 #include <limits.h>
@@ -10,6 +11,7 @@
 
 #include "fuzz.h"
 #include "wsfs.h"
+#include "wsname.h"
 
 /* The output's promises: relative, no empty or "." component, none over NAME_MAX. */
 static void check_out(const char *out, size_t outlen, bool allow_root)
@@ -38,6 +40,7 @@ static void check_out(const char *out, size_t outlen, bool allow_root)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const size_t sizes[] = { 1, 2, 3, 16, 255, 256, PATH_MAX };
+	static char raw[PATH_MAX];
 	bool allow_root;
 	size_t outlen;
 	char *path, *out;
@@ -60,17 +63,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (path[0] == '/')
 			FUZZ_ASSERT(strncmp(path, "/workspace", 10) == 0 &&
 				    (path[10] == '\0' || path[10] == '/'));
-		/* Normalizing is idempotent. */
+		/* Normalizing is idempotent: the API form of the result normalizes to it. */
 		if (strcmp(out, ".") != 0) {
-			char *again = malloc(outlen);
+			char *again = malloc(outlen), *api = wsname_encode_dup(out);
 
-			FUZZ_ASSERT(again);
-			FUZZ_ASSERT(wsfs_normalize(out, allow_root, again, outlen) == 0);
+			FUZZ_ASSERT(again && api);
+			FUZZ_ASSERT(wsfs_normalize(api, allow_root, again, outlen) == 0);
 			FUZZ_ASSERT(strcmp(out, again) == 0);
+			free(api);
 			free(again);
 		}
 	} else if (path[0] == '/' && strncmp(path, "/workspace", 10) != 0 &&
-		   strlen(path) < PATH_MAX) {
+		   strlen(path) < PATH_MAX && wsname_decode(path, raw, sizeof(raw)) >= 0) {
 		FUZZ_ASSERT(r == -EPERM);
 	}
 	free(out);

@@ -201,9 +201,37 @@ WS = {
     "path-max": (BIG, "d/" * 2047 + "f"),
     "utf8": (BIG, "\u00e9t\u00e9/\U0001f600"),
     "nul": (BIG, "a\0/etc/shadow"),
+    "escaped": (BIG, "d\u201bFE/bad-\u201bC3(-\u201bFF.txt"),
+    "escaped-escape": (BIG, "/workspace/\u201bE2\u201b80\u201b9BFF"),
+    "escape-cut": (BIG, "a/\u201bF"),
+    "escape-slash": (BIG, "a\u201b2F..\u201b2F"),
+    "escape-nul": (BIG, "a\u201b00b"),
+    "escape-outside": (BIG, "/etc/\u201bFF"),
+    "escape-long": (BIG, "\u201bFF" * 300),
 }
 for k, (flags, path) in WS.items():
     write("wsfs_normalize", k, bytes([flags]) + path.encode())
+WS_RAW = {
+    "raw-bytes": (BIG, b"a/\xff\xfe"),
+}
+for k, (flags, path) in WS_RAW.items():
+    write("wsfs_normalize", k, bytes([flags]) + path)
+
+# --- wsname: any bytes, as a name and as a client's API form ---------------------------
+NAMES = {
+    "plain": "report.txt".encode(),
+    "utf8": "\u00e9t\u00e9 \U0001f600".encode(),
+    "issue": b"bad-\xc3\x28-\xff.txt",
+    "stray": b"\x80\xbf\xc0\xc1\xf5\xfe\xff",
+    "escape-char": "\u201bFF".encode(),
+    "escaped": "bad-\u201bFF \u201bE2\u201b80\u201b9B".encode(),
+    "bad-escapes": "\u201b \u201bF \u201bGG \u201b2F \u201b00 \u201b7f".encode(),
+    "control": b"ctl-\x01\n\r\t\"\\%;=",
+    "cut-escape": "x\u201b".encode()[:-1],
+    "long": b"\xff" * 255,
+}
+for k, v in NAMES.items():
+    write("wsname", k, v)
 
 # --- utf8 ----------------------------------------------------------------------------
 U = {

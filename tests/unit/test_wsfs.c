@@ -10,7 +10,10 @@
 #include <string.h>
 #include <linux/capability.h>
 #include <sys/stat.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +21,7 @@
 
 #include "cleanup.h"
 #include "wsfs.h"
+#include "wsname.h"
 
 #include "unit.h"
 
@@ -198,7 +202,7 @@ static void test_open_read(void)
 	CHECK(read_err("nope") == -ENOENT);
 	CHECK(read_err("data.txt/x") == -ENOTDIR);
 	/* A FIFO is refused without blocking (alarm() in main bounds a hang). */
-	CHECK(read_err("fifo") == -EINVAL);
+	CHECK(read_err("fifo") == -ENXIO);
 
 	CHECK(read_err("../secret") == -EXDEV);
 	CHECK(read_err("../../etc/passwd") == -EXDEV);
@@ -540,6 +544,106 @@ static void test_mime(void)
 	CHECK(strcmp(wsfs_guess_mime("a.json/bin"), "application/octet-stream") == 0);
 }
 
+/* The API form of names (wsname.h): text for any bytes, and back to the same bytes. */
+static bool encodes_to(const char *raw, const char *want)
+{
+	char out[256], back[256];
+	ssize_t n = wsname_encode(raw, strlen(raw), out, sizeof(out));
+
+	if (n < 0 || strcmp(out, want) != 0) {
+		fprintf(stderr, "  encode(%s) = %zd \"%s\", want \"%s\"\n", raw, n, out, want);
+		return false;
+	}
+	return wsname_decode(out, back, sizeof(back)) == (ssize_t)strlen(raw) &&
+	       strcmp(back, raw) == 0;
+}
+
+static void test_names(void)
+{
+	char out[16];
+
+	CHECK(encodes_to("plain.txt", "plain.txt"));
+	CHECK(encodes_to("é ü 日本", "é ü 日本"));
+	CHECK(encodes_to("bad-\xc3\x28-\xff.txt", "bad-‛C3(-‛FF.txt"));
+	CHECK(encodes_to("\x80\xbf\xc0\xc1\xf5", "‛80‛BF‛C0‛C1‛F5"));
+	CHECK(encodes_to("cut-\xe6\x97", "cut-‛E6‛97"));
+	CHECK(encodes_to("sur-\xed\xa0\x80", "sur-‛ED‛A0‛80"));
+	/* The escape character itself, spelt out: "‛FF" and the byte 0xFF stay two names. */
+	CHECK(encodes_to("‛FF", "‛E2‛80‛9BFF"));
+	CHECK(encodes_to("\xff", "‛FF"));
+	CHECK(encodes_to("ctl\x01\n\"\\%", "ctl\x01\n\"\\%"));
+
+	CHECK(wsname_decode("‛ff", out, sizeof(out)) == 1 && out[0] == '\xff');
+	/* Escapes that name no byte the encoder would write, or are cut short. */
+	CHECK(wsname_decode("‛", out, sizeof(out)) == -EINVAL);
+	CHECK(wsname_decode("a‛F", out, sizeof(out)) == -EINVAL);
+	CHECK(wsname_decode("‛GG", out, sizeof(out)) == -EINVAL);
+	CHECK(wsname_decode("‛2F", out, sizeof(out)) == -EINVAL);
+	CHECK(wsname_decode("‛00", out, sizeof(out)) == -EINVAL);
+	CHECK(wsname_decode("‛7F", out, sizeof(out)) == -EINVAL);
+	CHECK(wsname_decode("raw\xff", out, sizeof(out)) == -EINVAL);
+	CHECK(wsname_decode("0123456789abcdef", out, sizeof(out)) == -ENOBUFS);
+	CHECK(wsname_encode("\xff\xff\xff\xff", 4, out, sizeof(out)) == -ENOBUFS && out[0] == '\0');
+
+	/* normalize takes the API form. */
+	CHECK(norm_is("d‛FE/‛FF.txt", false, "d\xfe/\xff.txt"));
+	CHECK(norm_is("/workspace/‛E2‛80‛9B", false, "‛"));
+	CHECK(norm_err("x‛zz", false) == -EINVAL);
+	CHECK(norm_err("‛2E‛2E/x", false) == -EINVAL);
+}
+
+static void test_not_regular_files(void)
+{
+	char p[PATH_MAX];
+	int s;
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+
+	path_of(p, sizeof(p), "sock");
+	CHECK(strlen(p) < sizeof(a.sun_path));
+	memcpy(a.sun_path, p, strnlen(p, sizeof(a.sun_path) - 1));
+	s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	CHECK(s >= 0 && bind(s, (struct sockaddr *)&a, sizeof(a)) == 0);
+	CHECK(read_err("sock") == -ENXIO);
+	path_of(p, sizeof(p), "nulldev");
+	if (mknod(p, S_IFCHR | 0666, makedev(1, 3)) == 0) {
+		CHECK(read_err("nulldev") == -ENXIO);
+		unlink(p);
+	}
+	close(s);
+	path_of(p, sizeof(p), "sock");
+	unlink(p);
+}
+
+static void test_list_names(void)
+{
+	struct json_object *arr = NULL;
+	bool truncated;
+	char p[PATH_MAX];
+
+	path_of(p, sizeof(p), "names");
+	CHECK(mkdir(p, 0755) == 0);
+	put("names/bad-\xff.txt", "x");
+	put("names/‛FF.txt", "y");
+	CHECK(wsfs_list(ws_fd, "names", 10, &arr, &truncated) == 0);
+	CHECK(json_object_array_length(arr) == 2);
+	if (json_object_array_length(arr) == 2) {
+		CHECK(strcmp(json_object_get_string(entry(arr, 0, "path")), "names/bad-‛FF.txt") ==
+		      0);
+		CHECK(strcmp(json_object_get_string(entry(arr, 1, "path")),
+			     "names/‛E2‛80‛9BFF.txt") == 0);
+	}
+	json_object_put(arr);
+	/* Each API form, normalized, opens its own file. */
+	CHECK(wsfs_normalize("names/bad-‛FF.txt", false, p, sizeof(p)) == 0 && read_is(p, "x"));
+	CHECK(wsfs_normalize("names/‛E2‛80‛9BFF.txt", false, p, sizeof(p)) == 0 && read_is(p, "y"));
+	path_of(p, sizeof(p), "names/bad-\xff.txt");
+	unlink(p);
+	path_of(p, sizeof(p), "names/‛FF.txt");
+	unlink(p);
+	path_of(p, sizeof(p), "names");
+	rmdir(p);
+}
+
 int main(void)
 {
 	if (geteuid() != 0) {
@@ -559,6 +663,9 @@ int main(void)
 	test_list();
 	test_changed_since();
 	test_mime();
+	test_names();
+	test_not_regular_files();
+	test_list_names();
 
 	teardown();
 	return unit_summary();
