@@ -21,7 +21,7 @@ packages=(
 	# make fuzz: clang with libFuzzer and the sanitizer runtimes
 	clang libclang-rt-14-dev
 	# make deb, make rpm and their tests: packaging tools, unit checks, certificates
-	debhelper dpkg-dev devscripts lintian fakeroot rpm cpio openssl systemd adduser
+	debhelper dpkg-dev devscripts lintian fakeroot rpm rpmlint cpio openssl systemd adduser
 	# the system test: Debian root filesystems, a container and a VM booted with systemd,
 	# their disk image, and the HAProxy front of the two-node test
 	mmdebstrap systemd-container qemu-system-x86 e2fsprogs haproxy

@@ -43,6 +43,7 @@ def test_files(rpm_file):
     want = {
         "/usr/sbin/paddock-sessiond", "/usr/sbin/paddock-fcgi", "/usr/sbin/paddockctl",
         "/usr/libexec/paddock/paddock-init", "/usr/libexec/paddock/harness.py",
+        "/usr/lib/systemd/system/paddock-sandboxes.service",
         "/usr/lib/systemd/system/paddock-sessiond.service",
         "/usr/lib/systemd/system/paddock-fcgi.service",
         "/usr/lib/systemd/system/paddock-fcgi.socket",
@@ -79,6 +80,26 @@ def test_scripts(rpm_file):
     assert "u paddock" in s, "the sysusers user is not created in %pre"
     assert "paddock-sessiond.service" in s and "paddock-fcgi.socket" in s
     assert "openssl req -x509" in s, "no certificate generation"
+    # An erase ends every session; every unit, the sandboxes' one included, is handled.
+    assert "--end-sessions" in s and "paddock-sandboxes.service" in s
+    # Every macro was expanded (a stand-in missing on this host would leave one).
+    assert not re.search(r"^\s*%[a-z_]+", s, re.M), s
+
+
+# Errors rpmlint raises for any local build: it is not signed, and the packager is whoever
+# builds it.
+RPMLINT_EXPECTED = {"no-signature", "no-packager-tag"}
+
+
+def test_rpmlint(rpm_file):
+    if not shutil.which("rpmlint"):
+        pytest.fail("rpmlint is missing: scripts/deps.sh installs it")
+    r = subprocess.run(["rpmlint", rpm_file], capture_output=True, text=True, timeout=120)
+    errors = re.findall(r"^\S+: E: (\S+)(.*)$", r.stdout, re.M)
+    unexpected = [f"{e}{rest}" for e, rest in errors if e not in RPMLINT_EXPECTED]
+    assert not unexpected, r.stdout
+    # Unexpanded macros in a scriptlet would run as shell words on the target host.
+    assert "percent-in-" not in r.stdout, r.stdout
 
 
 def test_payload_site_includes_snippet(rpm_file):
