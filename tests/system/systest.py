@@ -17,6 +17,7 @@ under --work (default /var/tmp/paddock-systest), kept for a look after the run.
 """
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -155,6 +156,14 @@ def guest_layout(report, layout, tree, shared_src, old_deb, new_deb, work, logs)
         else:
             report.add(layout, f"{what} under {SHUTDOWN_MAX:.0f} s (host)", took < SHUTDOWN_MAX, took,
                        f"took {took:.1f} s")
+    try:
+        with open(os.path.join(share, "out", "lifecycle.json"), encoding="utf-8") as f:
+            took = json.load(f).get("reboot_shutdown_journal")
+    except (OSError, ValueError):
+        took = None
+    if took is not None:
+        report.add(layout, f"reboot shutdown under {SHUTDOWN_MAX:.0f} s (guest journal)",
+                   took < SHUTDOWN_MAX, took, f"took {took:.1f} s")
     report.add(layout, "whole guest run", finished, total)
 
 

@@ -287,6 +287,7 @@ def test_after_reboot():
     last = int(json.loads(r.stdout.splitlines()[-1])["__REALTIME_TIMESTAMP"]) / 1e6
     took = last - asked
     print(f"shutdown for the reboot: {took:.1f} s (from systemctl reboot to the last journal entry)")
+    save(reboot_shutdown_journal=round(took, 2))
     if took >= SHUTDOWN_MAX:
         problems.append(f"the shutdown took {took:.1f} s (at most {SHUTDOWN_MAX:.0f}); "
                         + slowest_stretch(asked))
