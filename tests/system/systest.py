@@ -184,6 +184,12 @@ def main():
 
     t_start = time.monotonic()
     work = args.work
+    # A run that was killed outright may have left its container's overlay mounted: never
+    # delete through it (the lower layer is the cached image).
+    with open("/proc/self/mountinfo", encoding="utf-8") as f:
+        stale = [line.split()[4] for line in f if line.split()[4].startswith(work + "/")]
+    for mnt in reversed(stale):
+        subprocess.run(["umount", "-l", mnt], check=False)
     shutil.rmtree(work, ignore_errors=True)
     logs = os.path.join(work, "logs")
     os.makedirs(logs)

@@ -7,14 +7,13 @@ entry.py runs these one at a time, in file order, across a reboot: what one test
 for a later one (session ids, the sandbox uid range) is kept in /systest/out/lifecycle.json.
 """
 
+import grp
 import json
 import os
 import pwd
-import grp
 import sqlite3
 import subprocess
 import sys
-import time
 
 import pytest
 import requests
