@@ -59,6 +59,7 @@ NAMES = [
     b"bad-\xff.txt",                          # ...which is this one
     "é ü 日本 \U0001f600.txt".encode(),      # plain UTF-8: its own API form
     b"dir-\xfe/inner-\xfd.txt",               # a directory component that is not UTF-8
+    b"\xff" * 251 + b".bin",                  # NAME_MAX bytes, each escaped: 1259 characters
 ]
 
 
