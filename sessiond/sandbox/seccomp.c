@@ -95,7 +95,9 @@ static bool family_allowed(int family)
 
 /*
  * socket() and socketpair() of a family outside the allow-list. The kernel reads the
- * family as an int: the rules compare the low 32 bits, so no high bits get around them.
+ * family as an int, the filter the whole register: a value with any bit above the low
+ * ones set (high bits, a negative int) is at least FAMILY_RULES_MAX and refused too.
+ * The second datum of each comparison is unused by these operators.
  */
 static int add_family_rules(scmp_filter_ctx ctx)
 {
@@ -107,17 +109,17 @@ static int add_family_rules(scmp_filter_ctx ctx)
 			if (family_allowed(f))
 				continue;
 			r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), calls[c], 1,
-					     SCMP_A0_32(SCMP_CMP_EQ, (uint32_t)f));
+					     SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)f, 0));
 			if (r < 0)
 				return r;
 		}
 		r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), calls[c], 1,
-				     SCMP_A0_32(SCMP_CMP_GE, FAMILY_RULES_MAX));
+				     SCMP_A0(SCMP_CMP_GE, FAMILY_RULES_MAX, 0));
 		if (r < 0)
 			return r;
 		r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPROTONOSUPPORT), calls[c], 2,
-				     SCMP_A0_32(SCMP_CMP_EQ, AF_NETLINK),
-				     SCMP_A2_32(SCMP_CMP_NE, NETLINK_ROUTE));
+				     SCMP_A0(SCMP_CMP_EQ, AF_NETLINK, 0),
+				     SCMP_A2(SCMP_CMP_NE, NETLINK_ROUTE, 0));
 		if (r < 0)
 			return r;
 	}
