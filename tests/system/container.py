@@ -103,10 +103,10 @@ def run(tree, share, work, log, progress, timeout):
                 time.sleep(0.1)
             watch.poll()
             if p.returncode == REBOOT_STATUS and boots == 1:
-                watch.mark("reboot shutdown", "reboot-requested")
+                watch.mark("reboot shutdown", "reboot-requested", same_clock=True)
                 continue
             if "poweroff-requested" in watch.seen:
-                watch.mark("poweroff", "poweroff-requested")
+                watch.mark("poweroff", "poweroff-requested", same_clock=True)
             watch.times["exit status"] = p.returncode
             return watch
     finally:

@@ -86,8 +86,17 @@ class Watch:
                           f"({s['seconds']:.0f} s)")
         self.printed = len(got)
 
-    def mark(self, what, marker):
-        """Record the time from marker (seen) to now as what, if the marker was seen."""
+    def mark(self, what, marker, same_clock=False):
+        """Record the time from marker to now as what, if the marker was seen: from when
+        the host saw it (polled every 0.1 s), or with same_clock (a container: one
+        kernel, one clock) from the time the guest wrote into it."""
         if marker in self.seen and what not in self.times:
-            self.times[what] = time.monotonic() - self.seen[marker]
-            self.progress(f"[{self.layout}] {what}: {self.times[what]:.1f} s (host)")
+            took = time.monotonic() - self.seen[marker]
+            if same_clock:
+                try:
+                    with open(os.path.join(self.out, marker), encoding="utf-8") as f:
+                        took = time.time() - float(f.read())
+                except (OSError, ValueError):
+                    pass
+            self.times[what] = took
+            self.progress(f"[{self.layout}] {what}: {took:.2f} s (host)")

@@ -97,10 +97,12 @@ def run_step(name, argv, timeout=1800, cwd=None, tests=False):
         detail = last[0].strip("= ")
     if not ok:
         with open(log, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - 3000))
-            detail = f"exit status {rc}; log {os.path.relpath(log, SHARE)}; last lines:\n" + \
-                f.read().decode("utf-8", "replace")
+            text = f.read().decode("utf-8", "replace")
+        # pytest: the assertions and the names of what failed, not the logs dumped after.
+        lines = text.splitlines()
+        picked = [l for l in lines if l.startswith(("E   ", "FAILED ", "ERROR "))]
+        excerpt = "\n".join(picked[:60]) if tests and picked else text[-3000:]
+        detail = f"exit status {rc}; log {os.path.relpath(log, SHARE)}:\n{excerpt}"
     record(name, ok, seconds, detail)
     return ok
 
