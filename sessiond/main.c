@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <grp.h>
+#include <malloc.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
@@ -128,6 +129,14 @@ int main(int argc, char **argv)
 	Daemon d = { .sigfd = -1 };
 	char err[512] = "";
 	int opt, r;
+
+	/*
+	 * Large buffers (a call's output, an interpreter's reply) come and go with the calls
+	 * of many sessions. A fixed threshold keeps each of them in a mapping of its own,
+	 * handed back to the kernel when freed; glibc's default raises the threshold to the
+	 * largest block freed, and the next ones then stay in the heap after their use.
+	 */
+	mallopt(M_MMAP_THRESHOLD, 128 * 1024);
 
 	while ((opt = getopt_long(argc, argv, "c:Ch", opts, NULL)) != -1) {
 		switch (opt) {

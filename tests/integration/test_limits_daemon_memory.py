@@ -99,7 +99,10 @@ def test_floods_leave_the_daemon_as_it_was(mstack):
         assert len(out.stdout) < 2 << 20 and len(out.stderr) < 2 << 20
 
     after = rss_kib(pid)
-    assert after - idle < RSS_SLACK_KIB, f"idle {idle} KiB, after the floods {after} KiB"
+    # Under ASan what the daemon freed sits in quarantine: there the buffers' own count
+    # below says what it holds (and LeakSanitizer what it lost).
+    if not ps.sanitized_build():
+        assert after - idle < RSS_SLACK_KIB, f"idle {idle} KiB, after the floods {after} KiB"
     assert buffered(mstack) < 1 << 20, buffered(mstack)
     for sid in sids + fresh:
         assert client.destroy(sid).status_code == 204

@@ -72,7 +72,7 @@ def test_sessiond_unit_settings():
                       "PrivateDevices", "ProtectControlGroups", "ProtectKernelTunables",
                       "PrivateNetwork", "PrivateUsers", "SystemCallFilter",
                       "MemoryDenyWriteExecute", "DevicePolicy", "ProtectClock",
-                      "RestrictSUIDSGID"):
+                      "RestrictSUIDSGID", "SystemCallArchitectures"):
         assert forbidden not in s, f"{forbidden} breaks sandbox creation or re-adoption"
     assert s["NoNewPrivileges"] == "yes"
     assert "CAP_SYS_ADMIN" not in s.get("CapabilityBoundingSet", "")
