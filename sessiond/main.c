@@ -13,6 +13,7 @@
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -89,6 +90,26 @@ static int probe_features(const PaddockConfig *cfg)
 	const FeatureContext ctx = { .root = true, .favor_dynmods = cfg->cgroup_favor_dynmods };
 
 	return kernel_features_probe(&ctx, on_feature, NULL) ? -EOPNOTSUPP : 0;
+}
+
+/*
+ * The state dir's lock outlives a daemon that was just stopped or killed for as long as
+ * a sandbox it was building has not yet exec'd (the clone shares the lock's open file):
+ * a moment. What comes right after a stop (--end-sessions) waits that out.
+ */
+#define LOCK_WAIT_MS 5000
+
+static int manager_new_when_free(const PaddockConfig *cfg, Loop *loop, Manager **ret)
+{
+	struct timespec pause = { 0, 100 * 1000000L };
+	int r;
+
+	for (int waited = 0;; waited += 100) {
+		r = manager_new(cfg, loop, ret);
+		if (r != -EBUSY || waited >= LOCK_WAIT_MS)
+			return r;
+		nanosleep(&pause, NULL);
+	}
 }
 
 static void usage(FILE *f)
@@ -181,7 +202,8 @@ int main(int argc, char **argv)
 	if (r == 0)
 		r = setup_signals(&d);
 	if (r == 0)
-		r = manager_new(&d.cfg, d.loop, &d.mgr);
+		r = end_sessions ? manager_new_when_free(&d.cfg, d.loop, &d.mgr) :
+				   manager_new(&d.cfg, d.loop, &d.mgr);
 	if (r == 0 && end_sessions)
 		log_info("ending every session in %s", d.cfg.state_dir);
 	else if (r == 0) {

@@ -656,24 +656,36 @@ int cgroup_create_in_child(struct child_args *a)
 	return 0;
 }
 
+static int attach_one(const CgroupHier *h, const char *id)
+{
+	char dir[PATH_MAX];
+	int r = cgroup_dir(h, id, dir, sizeof(dir));
+
+	return r < 0 ? r : cg_write(dir, "cgroup.procs", "0");
+}
+
 /*
  * The child moves itself ("0" is the writer), with its limits already set. Done here
  * rather than by the daemon: the first migration into a v1 hierarchy can wait out an
- * RCU grace period (milliseconds), and the daemon's loop must not wait with it.
+ * RCU grace period (milliseconds), and the daemon's loop must not wait with it. The v1
+ * freezer comes last, whatever the order of the mounts: a freeze of the sandboxes
+ * (a kill, an operator) then stops a child that is already in every other cgroup.
  */
 int cgroup_attach_in_child(struct child_args *a)
 {
 	const SandboxEnv *env = a->env;
-	char dir[PATH_MAX];
 
-	for (size_t i = 0; i < env->n_hier; i++) {
-		int r = cgroup_dir(&env->hier[i], a->id, dir, sizeof(dir));
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t i = 0; i < env->n_hier; i++) {
+			const CgroupHier *h = &env->hier[i];
+			int r;
 
-		if (r >= 0)
-			r = cg_write(dir, "cgroup.procs", "0");
-		if (r < 0)
-			return r;
-	}
+			if (((h->ctrls & CG_FREEZER) != 0) != (pass == 1))
+				continue;
+			r = attach_one(h, a->id);
+			if (r < 0)
+				return r;
+		}
 	return 0;
 }
 
