@@ -27,7 +27,9 @@ BOOT_PACKAGES = ["systemd", "systemd-sysv", "dbus", "udev", "kmod", "linux-image
 TEST_PACKAGES = ["nginx-light", "python3", "nodejs", "python3-ipython", "python3-ipykernel",
                  "python3-matplotlib", "python3-pandas", "python3-pytest", "python3-requests",
                  "python3-jsonschema", "python3-yaml", "python3-websocket",
-                 "python3-jupyter-server", "curl", "procps", "openssl", "adduser", "haproxy"]
+                 "python3-jupyter-server", "curl", "procps", "openssl", "adduser", "haproxy",
+                 # the HTTP client of a protocol's conformance checker (PADDOCK_SYSTEST_CHECKS)
+                 "python3-httpx"]
 
 
 def apt_sources():

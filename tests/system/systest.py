@@ -131,10 +131,18 @@ def guest_layout(report, layout, tree, shared_src, old_deb, new_deb, work, logs)
     # PADDOCK_SYSTEST_SUITES=a.py,b.py: only these (a look at one suite, not the test).
     if os.environ.get("PADDOCK_SYSTEST_SUITES") is not None:
         suites = [s for s in os.environ["PADDOCK_SYSTEST_SUITES"].split(",") if s]
+    # PADDOCK_SYSTEST_CHECKS=/path/a.py,...: a protocol's own conformance checkers, run in
+    # the guest against the installed site (entry.py's external_checks).
+    checks = [c for c in os.environ.get("PADDOCK_SYSTEST_CHECKS", "").split(",") if c]
     config = {"layout": layout, "old": os.path.basename(old_deb), "new": os.path.basename(new_deb),
-              "integration": suites, "enable": ENABLE}
+              "integration": suites, "enable": ENABLE,
+              "checks": [os.path.basename(c) for c in checks]}
     guest_run.prepare_share(share, shared_src, [old_deb, new_deb], os.path.dirname(openapi()),
                             config)
+    if checks:
+        os.makedirs(os.path.join(share, "checks"))
+        for c in checks:
+            shutil.copy(c, os.path.join(share, "checks"))
     log = os.path.join(logs, f"{layout}.log")
     t0 = time.monotonic()
     if layout == "container":

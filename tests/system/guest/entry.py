@@ -152,6 +152,16 @@ def site_down(timeout=30):
     return why
 
 
+def external_checks():
+    """Checkers of a protocol's own (PADDOCK_SYSTEST_CHECKS on the host), run against the
+    installed site: python3 CHECK --base-url URL --spec OTARI-OPENAPI, passing on exit 0."""
+    for name in CONFIG.get("checks", []):
+        run_step("check/" + name,
+                 ["/usr/bin/python3", os.path.join(SHARE, "checks", name), "--base-url",
+                  "http://127.0.0.1:8080", "--spec", env()["PADDOCK_OTARI_OPENAPI"]],
+                 timeout=600)
+
+
 def phase_install():
     debs = os.path.join(SHARE, "debs")
     run_step("install " + CONFIG["old"],
@@ -166,6 +176,8 @@ def phase_install():
             record("integration/" + name, False, 0, f"not run: {down}")
         else:
             pytest(os.path.join(SRC, "tests", "integration", name), "integration/" + name)
+    if not down:
+        external_checks()
     for test in ("test_sessions_with_state", "test_sessiond_restart_keeps_state",
                  "test_sessiond_kill9_keeps_state", "test_upgrade_keeps_state",
                  "test_nginx_restart", "test_no_left_over_process_lines",
