@@ -355,6 +355,15 @@ def processes_in_cgroups_matching(needles):
     return found
 
 
+def host_workspace(stack, marker_file):
+    """The host directory of the workspace that holds marker_file (root sees them all)."""
+    top = os.path.join(stack.state_dir, "workspaces")
+    found = [os.path.join(top, d) for d in os.listdir(top)
+             if os.path.exists(os.path.join(top, d, marker_file))]
+    assert len(found) == 1, f"workspace with {marker_file}: {found}"
+    return found[0]
+
+
 def remove_tree_one_fs(top):
     """rm -rf top without crossing into another file system (a leftover mount)."""
     try:

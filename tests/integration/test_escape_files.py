@@ -10,6 +10,8 @@ import tempfile
 
 import pytest
 
+import paddock_stack as ps
+
 EDITOR = "text_editor_code_execution"
 
 
@@ -23,15 +25,6 @@ def canary():
     os.chmod(os.path.join(d, "file"), 0o666)
     yield d
     shutil.rmtree(d)
-
-
-def host_workspace(stack, marker_file):
-    """The host directory of the workspace that holds marker_file (root sees them all)."""
-    top = os.path.join(stack.state_dir, "workspaces")
-    found = [os.path.join(top, d) for d in os.listdir(top)
-             if os.path.exists(os.path.join(top, d, marker_file))]
-    assert len(found) == 1, f"workspace with {marker_file}: {found}"
-    return found[0]
 
 
 def snapshot(d):
@@ -48,7 +41,7 @@ def test_planted_symlinks_are_never_followed(client, stack, canary):
     try:
         tok = secrets.token_hex(8)
         client.run(b, f"open('secret', 'w').write('b-secret-{tok}')\nopen('mark-{tok}', 'w')")
-        b_ws = host_workspace(stack, f"mark-{tok}")
+        b_ws = ps.host_workspace(stack, f"mark-{tok}")
         with open("/etc/shadow", "rb") as f:
             shadow_line = f.readline().strip()
         links = {

@@ -11,16 +11,9 @@ import time
 
 import pytest
 
+import paddock_stack as ps
+
 EDITOR = "text_editor_code_execution"
-
-
-def host_workspace(stack, marker_file):
-    """The host directory of the workspace that holds marker_file (root sees them all)."""
-    top = os.path.join(stack.state_dir, "workspaces")
-    found = [os.path.join(top, d) for d in os.listdir(top)
-             if os.path.exists(os.path.join(top, d, marker_file))]
-    assert len(found) == 1, f"workspace with {marker_file}: {found}"
-    return found[0]
 
 
 def assert_daemon_answers(client):
@@ -85,7 +78,7 @@ def test_fifo_with_a_writer_waiting(client, sid):
 def test_device_node_made_from_the_host(client, stack, sid):
     tok = secrets.token_hex(6)
     client.run(sid, f"open('mark-{tok}', 'w')")
-    ws = host_workspace(stack, f"mark-{tok}")
+    ws = ps.host_workspace(stack, f"mark-{tok}")
     try:
         os.mknod(os.path.join(ws, "nulldev"), stat.S_IFCHR | 0o666, os.makedev(1, 3))
         os.mknod(os.path.join(ws, "blockdev"), stat.S_IFBLK | 0o600, os.makedev(7, 0))

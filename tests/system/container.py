@@ -16,7 +16,7 @@ import subprocess
 import time
 
 from images import lay_files
-from guest_run import Watch, guest_files
+from guest_run import Watch, guest_files, stop_process
 
 REBOOT_STATUS = 133
 MACHINE = "paddock-guest"
@@ -110,14 +110,9 @@ def run(tree, share, work, log, progress, timeout):
             watch.times["exit status"] = p.returncode
             return watch
     finally:
-        if p is not None and p.poll() is None:
+        if p is not None:
             # nspawn takes SIGTERM as a request to power the container off.
-            p.terminate()
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+            stop_process(p)
         subprocess.run(["umount", "-l", root], check=False)
         _remove_cgroups(cgroups)
         subprocess.run(["rm", "-rf", work], check=False)

@@ -54,6 +54,19 @@ def prepare_share(share, src_copy, debs, spec_dir, config):
     os.chmod(share, 0o755)
 
 
+def stop_process(p, grace=30):
+    """End a guest's process still running: SIGTERM (a shutdown, to nspawn and QEMU), then
+    SIGKILL after grace seconds."""
+    if p.poll() is not None:
+        return
+    p.terminate()
+    try:
+        p.wait(grace)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+
+
 def steps(share):
     """The steps the guest recorded so far."""
     try:

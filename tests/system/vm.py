@@ -11,7 +11,7 @@ import subprocess
 import time
 
 import images
-from guest_run import Watch, guest_files
+from guest_run import Watch, guest_files, stop_process
 
 RESTART_LINE = b"reboot: Restarting system"
 
@@ -62,13 +62,7 @@ def run(tree, share, work, log, progress, timeout, build_log):
                 watch.mark("poweroff", "poweroff-requested")
             watch.times["exit status"] = p.returncode
     finally:
-        if p.poll() is None:
-            p.terminate()
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        stop_process(p)
         # The console log goes with the rest of the run's logs.
         subprocess.run(["cp", console, log + ".console"], check=False)
     return watch
