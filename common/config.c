@@ -77,6 +77,7 @@ static const struct setting settings[] = {
 	I("max_sessions", max_sessions, "64", 1, 100000),
 	I("pool_size", pool_size, "2", 0, 10000),
 	I("pool_warm_max", pool_warm_max, "0", 0, 1024),
+	I("create_wait_seconds", create_wait_seconds, "30", 1, 600),
 	B("keep_sessions_on_exit", keep_sessions_on_exit, "false"),
 	IA("code_max_sessions", "AIO_CODE_MAX_SESSIONS", code_max_sessions, "20", 1, 100000),
 	IA("kernel_max_sessions", "AIO_KERNEL_MAX_SESSIONS", kernel_max_sessions, "5", 1, 100000),

@@ -48,6 +48,7 @@ typedef struct PaddockConfig {
 	int64_t max_sessions;	       /* all sessions, both APIs */
 	int64_t pool_size;	       /* ready sandboxes (Python started) kept for new sessions */
 	int64_t pool_warm_max;	       /* pool sandboxes warming up at once; 0: CPUs + 1 */
+	int64_t create_wait_seconds;   /* a create waits this long for a sandbox, at most */
 	bool keep_sessions_on_exit;    /* on SIGTERM leave sessions running for the next start */
 	int64_t code_max_sessions;     /* sessions made by the code-interpreter API */
 	int64_t kernel_max_sessions;   /* of those, sessions served by the kernel tier */

@@ -14,10 +14,11 @@
 #include "log.h"
 #include "session.h"
 
-/* A create that found no warm sandbox: answered when a build finishes. */
+/* A create that found no warm sandbox: answered when a build finishes, or at its deadline. */
 struct CreateWait {
 	Conn *conn;
-	json_object *req; /* the request, one reference held */
+	json_object *req;     /* the request, one reference held */
+	uint64_t deadline_ms; /* monotonic: create_wait_seconds after it came */
 	struct CreateWait *next;
 	/* Creates for the same id that came meanwhile (linked by next): once this one is
 	 * answered they get what a create for an existing id gets ("exists", which the code
@@ -104,18 +105,22 @@ json_object *session_handle(const Session *s)
 	return o;
 }
 
-/* The answer to a create whose sandbox could not be had; r as from a build. */
+/* The answer to a create whose sandbox could not be had: r as from a build, -ETIMEDOUT
+ * when none was ready by its deadline. */
 static json_object *create_error(const Manager *m, json_object *req, int r)
 {
 	json_object *e;
 
-	if (r == -EAGAIN) {
+	log_err("REQUEST_ID=%s cannot create a session: %s (last build: %s)",
+		req_string(req, "request_id") ?: "-", strerror(-r),
+		m->build_error[0] ? m->build_error : "-");
+	if (r == -EUSERS)
 		e = reply_error("capacity", "no free sandbox user id");
-	} else {
-		log_err("REQUEST_ID=%s cannot create a session: %s (%s)",
-			req_string(req, "request_id") ?: "-", strerror(-r), sandbox_last_error());
+	else if (r == -ETIMEDOUT)
+		e = reply_error("unavailable", "no sandbox was ready within %lld s",
+				(long long)m->cfg->create_wait_seconds);
+	else
 		e = reply_error("unavailable", "the sandbox could not be created");
-	}
 	json_object_object_add(e, "retry_after",
 			       json_object_new_int64(m->cfg->retry_after_seconds));
 	return e;
@@ -274,8 +279,28 @@ static CreateWait *waiting_new(Manager *m, Conn *c, json_object *req)
 		conn_reply(c, create_error(m, req, -ENOMEM), NULL, 0);
 		return NULL;
 	}
-	*w = (CreateWait){ .conn = c, .req = json_object_get(req) };
+	*w = (CreateWait){ .conn = c,
+			   .req = json_object_get(req),
+			   .deadline_ms = now_ms() + (uint64_t)m->cfg->create_wait_seconds * 1000 };
 	return w;
+}
+
+static void on_wait_deadline(Loop *l, void *data);
+
+/* The wait timer, at the earliest deadline of the creates in the queues, if any. */
+static void waiting_arm(Manager *m)
+{
+	uint64_t first = UINT64_MAX, now = now_ms();
+
+	m->wait_timer = loop_remove(m->loop, m->wait_timer);
+	for (int which = 0; which < 2; which++)
+		for (const CreateWait *w = m->waiting[which]; w; w = w->next)
+			if (w->deadline_ms < first)
+				first = w->deadline_ms;
+	if (first != UINT64_MAX &&
+	    loop_add_timer(m->loop, first > now ? first - now : 0, on_wait_deadline, m,
+			   &m->wait_timer) < 0)
+		log_err("no timer for the creates waiting for a sandbox");
 }
 
 void op_create(Manager *m, Conn *c, json_object *req)
@@ -308,7 +333,9 @@ void op_create(Manager *m, Conn *c, json_object *req)
 		;
 	*tail = w;
 	m->n_waiting[which]++;
-	pool_schedule(m); /* starts a build for it at once, if none under way will do */
+	if (!m->wait_timer)
+		waiting_arm(m); /* deadlines come in order: an armed timer is due first */
+	pool_schedule(m);	/* starts a build for it at once */
 }
 
 static CreateWait *waiting_pop(Manager *m, int which)
@@ -356,20 +383,46 @@ void create_serve_waiting(Manager *m, int which)
 	}
 }
 
-void create_fail_waiting(Manager *m, int which, int r)
+/* w, out of its queue, gets the error r, and so do its followers. */
+static void waiting_fail(Manager *m, CreateWait *w, int r)
 {
-	CreateWait **pp = &m->waiting[which], *w;
-
-	if (!*pp)
-		return;
-	/* Builds serve the waiting oldest first: the newest is the one left without. */
-	while ((*pp)->next)
-		pp = &(*pp)->next;
-	w = *pp;
-	*pp = NULL;
-	m->n_waiting[which]--;
 	conn_reply(w->conn, create_error(m, w->req, r), NULL, 0);
 	waiting_done(m, w, r);
+}
+
+void create_fail_all_waiting(Manager *m, int r)
+{
+	for (int which = 0; which < 2; which++)
+		while (m->waiting[which])
+			waiting_fail(m, waiting_pop(m, which), r);
+	m->wait_timer = loop_remove(m->loop, m->wait_timer);
+}
+
+/* Creates that waited create_wait_seconds for a sandbox give up: the host is too busy to
+ * build one now, and the caller may try again later (503, Retry-After). */
+static void on_wait_deadline(Loop *l, void *data)
+{
+	Manager *m = data;
+	uint64_t now = now_ms();
+
+	(void)l;
+	m->wait_timer = NULL;
+	for (int which = 0; which < 2; which++) {
+		CreateWait **pp = &m->waiting[which];
+
+		while (*pp) {
+			CreateWait *w = *pp;
+
+			if (w->deadline_ms > now) {
+				pp = &w->next;
+				continue;
+			}
+			*pp = w->next;
+			m->n_waiting[which]--;
+			waiting_fail(m, w, -ETIMEDOUT);
+		}
+	}
+	waiting_arm(m);
 }
 
 /* Drop the followers of w whose worker is c. */
@@ -423,6 +476,7 @@ void create_conn_closed(Manager *m, Conn *c)
 
 void create_free_all(Manager *m)
 {
+	m->wait_timer = loop_remove(m->loop, m->wait_timer);
 	for (int which = 0; which < 2; which++)
 		while (m->waiting[which])
 			waiting_free(waiting_pop(m, which));

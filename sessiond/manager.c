@@ -104,7 +104,7 @@ static int uid_take(Manager *m, uid_t *uid)
 			*uid = (uid_t)(m->cfg->uid_base + i);
 			return 0;
 		}
-	return -EAGAIN;
+	return -EUSERS;
 }
 
 void uid_release(Manager *m, uid_t uid)

@@ -11,8 +11,9 @@
 #include "log.h"
 #include "session.h"
 
-#define POOL_PACE_MS 20	    /* no build this soon after a hand-over */
-#define POOL_BUILD_MS 10000 /* a child not init by then is given up */
+#define POOL_PACE_MS 20	 /* no build this soon after a hand-over */
+#define BUILD_FAILURES_MAX 3 /* builds failed in a row before waiting creates give up */
+#define BUILD_RETRY_MS 100	 /* the pause after a failed build; it doubles, up to 16 times */
 
 static void on_pool_timer(Loop *l, void *data);
 
@@ -80,13 +81,66 @@ size_t pool_started(const Manager *m)
 	return n;
 }
 
-/* A build could not start or finish: try again later rather than spin on a host that
- * cannot build now. */
+/* A refill could not start or finish a build: try again later rather than spin on a host
+ * that cannot build now. */
 static void pool_retry_later(Manager *m)
 {
-	log_warn("pool refill failed: %s", sandbox_last_error());
 	if (!m->pool_timer)
 		loop_add_timer(m->loop, 1000, on_pool_timer, m, &m->pool_timer);
+}
+
+static void on_build_retry(Loop *l, void *data)
+{
+	Manager *m = data;
+
+	(void)l;
+	m->build_retry = NULL;
+	pool_schedule(m);
+}
+
+/* Waiting creates get their next builds when the pause after a failed one is over. */
+static void build_retry_arm(Manager *m, uint64_t now)
+{
+	if (create_waiting_total(m) && !m->build_retry && m->build_retry_ms > now)
+		loop_add_timer(m->loop, m->build_retry_ms - now, on_build_retry, m,
+			       &m->build_retry);
+}
+
+/* Why a build failed, in a sentence for the log (r as from a build). */
+static void build_error_note(Manager *m, int r)
+{
+	const char *why = sandbox_last_error();
+
+	if (r == -ETIMEDOUT)
+		snprintf(m->build_error, sizeof(m->build_error), "not ready within %lld s",
+			 (long long)m->cfg->create_wait_seconds);
+	else if (r == -EUSERS)
+		snprintf(m->build_error, sizeof(m->build_error), "no free sandbox user id");
+	else
+		snprintf(m->build_error, sizeof(m->build_error), "%s", why[0] ? why : strerror(-r));
+}
+
+/*
+ * A build failed. Waiting creates do not inherit its error: they wait for another build,
+ * started after a pause that grows with the failures in a row, until their own deadline
+ * (create_wait_seconds), since a host that is only slow builds the next one. Builds that
+ * fail for a reason other than time, BUILD_FAILURES_MAX in a row, end the waits at once:
+ * that host cannot build now, and its callers hear so without waiting it out.
+ */
+static void pool_build_failed(Manager *m, int r)
+{
+	uint64_t pause;
+
+	build_error_note(m, r);
+	log_warn("sandbox build failed: %s", m->build_error);
+	if (r == -EUSERS)
+		m->build_failures = BUILD_FAILURES_MAX;
+	else if (r != -ETIMEDOUT && m->build_failures < 16)
+		m->build_failures++;
+	pause = (uint64_t)BUILD_RETRY_MS << (m->build_failures < 4 ? m->build_failures : 4);
+	m->build_retry_ms = now_ms() + pause;
+	if (m->build_failures >= BUILD_FAILURES_MAX)
+		create_fail_all_waiting(m, r);
 }
 
 /* Pool sandboxes get their own names: a session id is only known when one is taken. */
@@ -134,6 +188,7 @@ typedef struct PoolBuild {
 	Manager *m;
 	Session *s;
 	int which;
+	bool background; /* a refill, at the least CPU weight; else started for a create */
 	SandboxPending p;
 	LoopSource *src;   /* p.sync_fd: readable when the child is init, or failed */
 	LoopSource *timer; /* the spawn's deadline */
@@ -150,6 +205,8 @@ static void pool_build_unlink(PoolBuild *b)
 			break;
 		}
 	m->pool_building[b->which]--;
+	if (!b->background)
+		m->pool_building_fg[b->which]--;
 	b->src = loop_remove(m->loop, b->src);
 	b->timer = loop_remove(m->loop, b->timer);
 }
@@ -177,10 +234,11 @@ static void pool_build_complete(PoolBuild *b)
 	r = session_build_finish(m, s, &b->p);
 	pool_build_free(b, r < 0);
 	if (r < 0) {
-		create_fail_waiting(m, which, r);
+		pool_build_failed(m, r);
 		pool_retry_later(m);
 		return;
 	}
+	m->build_failures = 0;
 	pool_push(m, which, s);
 	m->pool_built++;
 	r = session_start_interp(s, which == POOL_KERNEL ? INTERP_KERNEL : INTERP_PYTHON);
@@ -193,15 +251,11 @@ static void pool_build_complete(PoolBuild *b)
 }
 
 /* Give a build up: its child is killed and what it held released. */
-static void pool_build_drop(PoolBuild *b, int why)
+static void pool_build_drop(PoolBuild *b)
 {
-	Manager *m = b->m;
-	int which = b->which;
-
 	pool_build_unlink(b);
-	session_build_abort(m, b->s, &b->p);
+	session_build_abort(b->m, b->s, &b->p);
 	pool_build_free(b, true);
-	create_fail_waiting(m, which, why);
 }
 
 static void on_build_ready(Loop *l, int fd, uint32_t events, void *data)
@@ -223,8 +277,10 @@ static void on_build_deadline(Loop *l, void *data)
 
 	(void)l;
 	b->timer = NULL;
-	log_warn("pool sandbox %s: not ready after %d ms, given up", b->s->rid, POOL_BUILD_MS);
-	pool_build_drop(b, -ETIMEDOUT);
+	log_warn("pool sandbox %s: not ready within %lld s, given up", b->s->rid,
+		 (long long)m->cfg->create_wait_seconds);
+	pool_build_drop(b);
+	pool_build_failed(m, -ETIMEDOUT);
 	pool_schedule(m);
 }
 
@@ -243,7 +299,7 @@ static int pool_build_one(Manager *m, int which, bool background)
 		free(b);
 		return -ENOMEM;
 	}
-	*b = (PoolBuild){ .m = m, .s = s, .which = which };
+	*b = (PoolBuild){ .m = m, .s = s, .which = which, .background = background };
 	s->undo = editor_undo_new();
 	r = s->undo ? pool_rid(s->rid, sizeof(s->rid)) : -ENOMEM;
 	if (r == 0) {
@@ -255,7 +311,8 @@ static int pool_build_one(Manager *m, int which, bool background)
 		return r;
 	}
 	if (loop_add_fd(m->loop, b->p.sync_fd, EPOLLIN, on_build_ready, b, &b->src) < 0 ||
-	    loop_add_timer(m->loop, POOL_BUILD_MS, on_build_deadline, b, &b->timer) < 0) {
+	    loop_add_timer(m->loop, (uint64_t)m->cfg->create_wait_seconds * 1000,
+			   on_build_deadline, b, &b->timer) < 0) {
 		loop_remove(m->loop, b->src);
 		session_build_abort(m, s, &b->p);
 		pool_build_free(b, true);
@@ -264,12 +321,14 @@ static int pool_build_one(Manager *m, int which, bool background)
 	b->next = m->pool_builds;
 	m->pool_builds = b;
 	m->pool_building[which]++;
+	m->pool_building_fg[which] += !background;
 	return 0;
 }
 
 static void on_pool_timer(Loop *l, void *data)
 {
 	Manager *m = data;
+	int r;
 
 	(void)l;
 	m->pool_timer = NULL;
@@ -285,7 +344,9 @@ static void on_pool_timer(Loop *l, void *data)
 		if ((int64_t)(m->n_sessions + m->pool_n[POOL_NATIVE] + m->pool_n[POOL_KERNEL] +
 			      pool_building_total(m)) >= m->cfg->max_sessions)
 			return;
-		if (pool_build_one(m, which, true) < 0) {
+		r = pool_build_one(m, which, true);
+		if (r < 0) {
+			pool_build_failed(m, r);
 			pool_retry_later(m);
 			return;
 		}
@@ -319,19 +380,32 @@ void session_cpu_foreground(Session *s)
 		log_warn("SESSION_ID=%s cannot restore its CPU weight: %s", s->id, strerror(-r));
 }
 
-/* Creates waiting for a sandbox get a build each, beyond those under way, at once. One of
- * their kind is always under way; more start within pool_warm_max. */
+/*
+ * Creates waiting for a sandbox get a build each at the default CPU weight: a refill under
+ * way runs at the least, and busy sessions could starve it for as long as they run. One
+ * for their kind starts at once; more within pool_warm_max. Whichever build finishes
+ * first serves the oldest create; the others refill the pool.
+ */
 static void pool_feed_waiting(Manager *m)
 {
+	uint64_t now = now_ms();
+
+	if (now < m->build_retry_ms) {
+		build_retry_arm(m, now); /* after a failure, the pause first */
+		return;
+	}
 	for (int which = POOL_NATIVE; which <= POOL_KERNEL; which++)
-		while (m->pool_building[which] < m->n_waiting[which]) {
+		while (m->pool_building_fg[which] < m->n_waiting[which]) {
 			int r;
 
-			if (m->pool_building[which] > 0 && pool_warming(m) >= m->pool_warm_max)
+			if (m->pool_building_fg[which] > 0 && pool_warming(m) >= m->pool_warm_max)
 				break;
 			r = pool_build_one(m, which, false);
-			if (r < 0)
-				create_fail_waiting(m, which, r);
+			if (r < 0) {
+				pool_build_failed(m, r);
+				build_retry_arm(m, now_ms());
+				return;
+			}
 		}
 }
 
@@ -387,8 +461,9 @@ Session *pool_take(Manager *m, bool kernel)
 void pool_free_all(Manager *m)
 {
 	m->pool_timer = loop_remove(m->loop, m->pool_timer);
+	m->build_retry = loop_remove(m->loop, m->build_retry);
 	while (m->pool_builds)
-		pool_build_drop(m->pool_builds, -ECANCELED);
+		pool_build_drop(m->pool_builds);
 	for (int which = POOL_NATIVE; which <= POOL_KERNEL; which++)
 		while (m->pool[which])
 			session_destroy(m->pool[which], "shutdown");

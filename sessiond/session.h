@@ -164,11 +164,17 @@ struct Manager {
 	LoopSource *pool_timer;	       /* the next refill step */
 	struct PoolBuild *pool_builds; /* sandboxes being built, their children setting up */
 	size_t pool_building[2];
+	size_t pool_building_fg[2]; /* of those, started for waiting creates (default weight) */
 	size_t pool_warm_max; /* sandboxes warming up at once, at most */
 	uint64_t pool_built, pool_taken;
 	uint64_t pool_last_take_ms; /* monotonic time of the last hand-over */
 	CreateWait *waiting[2];	    /* creates waiting for a sandbox, by pool, oldest first */
 	size_t n_waiting[2];
+	LoopSource *wait_timer;	    /* the earliest deadline of a waiting create */
+	unsigned build_failures;    /* builds failed in a row for a reason other than time */
+	uint64_t build_retry_ms;    /* no build for waiting creates before then (monotonic) */
+	LoopSource *build_retry;    /* then, the waiting creates get their builds */
+	char build_error[160];	    /* why the last build failed, for the log and the answer */
 	size_t n_sessions;
 	Zombie *zombies;		  /* sandboxes being torn down */
 	uint8_t *uids;			  /* one byte per uid in the range: in use */
@@ -249,9 +255,8 @@ void session_index_free(Manager *m);
 void op_create(Manager *m, Conn *c, json_object *req);
 /* Hand the sandboxes now in the pool to the creates waiting for one, oldest first. */
 void create_serve_waiting(Manager *m, int which);
-/* A build failed or could not start: the newest waiting create gets the error (r as from
- * a build); the builds left serve the others. */
-void create_fail_waiting(Manager *m, int which, int r);
+/* Builds keep failing (r as from a build): every waiting create gets the error. */
+void create_fail_all_waiting(Manager *m, int r);
 size_t create_waiting_total(const Manager *m);
 void create_conn_closed(Manager *m, Conn *c);
 void create_free_all(Manager *m);

@@ -256,6 +256,7 @@ int sandbox_spawn_start(SandboxEnv *env, const char *id, uid_t uid, gid_t gid,
 	int sp[2], r;
 	pid_t pid;
 
+	sandbox_set_error("%s", ""); /* what follows is this spawn's error, if any */
 	if (!env || !sandbox_id_valid(id) || uid == 0 || gid == 0 || !limits_valid(limits) ||
 	    !ret) {
 		sandbox_set_error("invalid arguments");
