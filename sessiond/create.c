@@ -297,9 +297,8 @@ static void waiting_arm(Manager *m)
 		for (const CreateWait *w = m->waiting[which]; w; w = w->next)
 			if (w->deadline_ms < first)
 				first = w->deadline_ms;
-	if (first != UINT64_MAX &&
-	    loop_add_timer(m->loop, first > now ? first - now : 0, on_wait_deadline, m,
-			   &m->wait_timer) < 0)
+	if (first != UINT64_MAX && loop_add_timer(m->loop, first > now ? first - now : 0,
+						  on_wait_deadline, m, &m->wait_timer) < 0)
 		log_err("no timer for the creates waiting for a sandbox");
 }
 

@@ -11,9 +11,9 @@
 #include "log.h"
 #include "session.h"
 
-#define POOL_PACE_MS 20	 /* no build this soon after a hand-over */
+#define POOL_PACE_MS 20	     /* no build this soon after a hand-over */
 #define BUILD_FAILURES_MAX 3 /* builds failed in a row before waiting creates give up */
-#define BUILD_RETRY_MS 100	 /* the pause after a failed build; it doubles, up to 16 times */
+#define BUILD_RETRY_MS 100   /* the pause after a failed build; it doubles, up to 16 times */
 
 static void on_pool_timer(Loop *l, void *data);
 
@@ -311,8 +311,8 @@ static int pool_build_one(Manager *m, int which, bool background)
 		return r;
 	}
 	if (loop_add_fd(m->loop, b->p.sync_fd, EPOLLIN, on_build_ready, b, &b->src) < 0 ||
-	    loop_add_timer(m->loop, (uint64_t)m->cfg->create_wait_seconds * 1000,
-			   on_build_deadline, b, &b->timer) < 0) {
+	    loop_add_timer(m->loop, (uint64_t)m->cfg->create_wait_seconds * 1000, on_build_deadline,
+			   b, &b->timer) < 0) {
 		loop_remove(m->loop, b->src);
 		session_build_abort(m, s, &b->p);
 		pool_build_free(b, true);

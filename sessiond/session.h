@@ -165,16 +165,16 @@ struct Manager {
 	struct PoolBuild *pool_builds; /* sandboxes being built, their children setting up */
 	size_t pool_building[2];
 	size_t pool_building_fg[2]; /* of those, started for waiting creates (default weight) */
-	size_t pool_warm_max; /* sandboxes warming up at once, at most */
+	size_t pool_warm_max;	    /* sandboxes warming up at once, at most */
 	uint64_t pool_built, pool_taken;
 	uint64_t pool_last_take_ms; /* monotonic time of the last hand-over */
 	CreateWait *waiting[2];	    /* creates waiting for a sandbox, by pool, oldest first */
 	size_t n_waiting[2];
-	LoopSource *wait_timer;	    /* the earliest deadline of a waiting create */
-	unsigned build_failures;    /* builds failed in a row for a reason other than time */
-	uint64_t build_retry_ms;    /* no build for waiting creates before then (monotonic) */
-	LoopSource *build_retry;    /* then, the waiting creates get their builds */
-	char build_error[160];	    /* why the last build failed, for the log and the answer */
+	LoopSource *wait_timer;	 /* the earliest deadline of a waiting create */
+	unsigned build_failures; /* builds failed in a row for a reason other than time */
+	uint64_t build_retry_ms; /* no build for waiting creates before then (monotonic) */
+	LoopSource *build_retry; /* then, the waiting creates get their builds */
+	char build_error[160];	 /* why the last build failed, for the log and the answer */
 	size_t n_sessions;
 	Zombie *zombies;		  /* sandboxes being torn down */
 	uint8_t *uids;			  /* one byte per uid in the range: in use */
