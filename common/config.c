@@ -110,8 +110,9 @@ static const struct setting settings[] = {
 	Z("memory_max_bytes", memory_max_bytes, "1G", 16 * MiB, 1024 * GiB),
 	I("pids_max", pids_max, "256", 8, 1000000),
 	I("cpu_quota_percent", cpu_quota_percent, "100", 1, 100000),
-	Z("workspace_bytes", workspace_bytes, "1G", 1 * MiB, 1024 * GiB),
+	Z("workspace_bytes", workspace_bytes, "512M", 1 * MiB, 1024 * GiB),
 	Z("tmp_bytes", tmp_bytes, "256M", 1 * MiB, 1024 * GiB),
+	Z("program_memory_min_bytes", program_memory_min_bytes, "128M", 16 * MiB, 1024 * GiB),
 	I("nofile_max", nofile_max, "1024", 32, 1048576),
 	S("cgroup_root", cgroup_root, ""),
 	B("cgroup_favor_dynmods", cgroup_favor_dynmods, "true"),
@@ -316,6 +317,17 @@ void config_node_name_from_host(const char *host, char *out, size_t outlen)
 
 static int check_relations(PaddockConfig *c, char *err, size_t errlen)
 {
+	/* /workspace and /tmp are tmpfs, whose pages count against the session's memory: full,
+	 * they must leave its programs room, or filling one would be an OOM kill, not ENOSPC. */
+	if (c->workspace_bytes + c->tmp_bytes + c->program_memory_min_bytes > c->memory_max_bytes) {
+		snprintf(err, errlen,
+			 "workspace_bytes (%lld) + tmp_bytes (%lld) + program_memory_min_bytes "
+			 "(%lld) exceed memory_max_bytes (%lld): the file systems are held in the "
+			 "session's memory",
+			 (long long)c->workspace_bytes, (long long)c->tmp_bytes,
+			 (long long)c->program_memory_min_bytes, (long long)c->memory_max_bytes);
+		return -EINVAL;
+	}
 	if (c->idle_timeout_default > c->idle_timeout_max) {
 		snprintf(err, errlen, "idle_timeout_default: above idle_timeout_max");
 		return -EINVAL;

@@ -83,6 +83,7 @@ typedef struct PaddockConfig {
 	int64_t cpu_quota_percent; /* 100 = one core */
 	int64_t workspace_bytes;
 	int64_t tmp_bytes;
+	int64_t program_memory_min_bytes; /* memory left to programs with both file systems full */
 	int64_t nofile_max;
 	char *cgroup_root;	   /* where session cgroups go; empty: detect */
 	bool cgroup_favor_dynmods; /* set favordynmods on the cgroup2 mount at start */

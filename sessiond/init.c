@@ -133,9 +133,12 @@ static void queue(Init *in, const struct init_msg *m, int slot)
 	flush(in);
 }
 
-static void reply_error(Init *in, uint32_t seq, int err, unsigned step)
+/* tag: the failed SPAWN's label, so that sessiond knows which interpreter did not start. */
+static void reply_error(Init *in, uint32_t seq, uint32_t tag, int err, unsigned step)
 {
-	struct init_msg m = { .op = INIT_ERROR, .seq = seq, .status = err, .step = step };
+	struct init_msg m = {
+		.op = INIT_ERROR, .seq = seq, .tag = tag, .status = err, .step = step
+	};
 
 	queue(in, &m, -1);
 }
@@ -274,14 +277,15 @@ static void do_spawn(Init *in, const struct init_msg *req, char *blob, char *end
 
 	r = parse_spawn(blob, end, &argv, &envp);
 	if (r < 0) {
-		reply_error(in, req->seq, -r, r == -ENOMEM ? INIT_STEP_ALLOC : INIT_STEP_MESSAGE);
+		reply_error(in, req->seq, req->tag, -r,
+			    r == -ENOMEM ? INIT_STEP_ALLOC : INIT_STEP_MESSAGE);
 		return;
 	}
 	for (int i = 0; i < SLOTS_MAX && slot < 0; i++)
 		if (!in->slots[i].used)
 			slot = i;
 	if (slot < 0) {
-		reply_error(in, req->seq, ENOSPC, INIT_STEP_SLOTS);
+		reply_error(in, req->seq, req->tag, ENOSPC, INIT_STEP_SLOTS);
 		return;
 	}
 
@@ -293,6 +297,11 @@ static void do_spawn(Init *in, const struct init_msg *req, char *blob, char *end
 		goto undo_fds;
 	step = INIT_STEP_FORK;
 	pid = fork();
+	if (pid < 0 && errno == EAGAIN) {
+		/* Killed leftovers count against pids.max until they are reaped. */
+		reap_nohang(in);
+		pid = fork();
+	}
 	if (pid < 0)
 		goto undo_fds;
 	if (pid == 0)
@@ -327,7 +336,7 @@ undo_fds:
 	safe_close(out[1]);
 	safe_close(err[0]);
 	safe_close(err[1]);
-	reply_error(in, req->seq, r, step);
+	reply_error(in, req->seq, req->tag, r, step);
 }
 
 static bool kept(const struct init_msg *req, pid_t pid)
@@ -420,7 +429,7 @@ static void do_kill(Init *in, const struct init_msg *req)
 			nanosleep(&ms, NULL);
 		}
 		if (rounds == KILL_ROUNDS) {
-			reply_error(in, req->seq, ETIMEDOUT, INIT_STEP_KILL);
+			reply_error(in, req->seq, INIT_TAG_NONE, ETIMEDOUT, INIT_STEP_KILL);
 			return;
 		}
 	}
@@ -481,7 +490,7 @@ static void handle_request(Init *in)
 
 		if ((size_t)n >= 2 * sizeof(uint32_t))
 			memcpy(&seq, in->buf + sizeof(uint32_t), sizeof(seq));
-		reply_error(in, seq, (mh.msg_flags & MSG_TRUNC) ? EMSGSIZE : EINVAL,
+		reply_error(in, seq, INIT_TAG_NONE, (mh.msg_flags & MSG_TRUNC) ? EMSGSIZE : EINVAL,
 			    INIT_STEP_MESSAGE);
 		return;
 	}
@@ -496,7 +505,7 @@ static void handle_request(Init *in)
 		break;
 	}
 	case INIT_RESEND: do_resend(in, &req); break;
-	default: reply_error(in, req.seq, EINVAL, INIT_STEP_OP); break;
+	default: reply_error(in, req.seq, INIT_TAG_NONE, EINVAL, INIT_STEP_OP); break;
 	}
 }
 

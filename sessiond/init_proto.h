@@ -28,6 +28,8 @@ enum init_event {
 #define INIT_KEEP_MAX 4
 #define INIT_MSG_MAX 65536 /* a request datagram, header and blob */
 
+#define INIT_TAG_NONE UINT32_MAX /* an ERROR that no spawn's label names */
+
 /* Fixed header of every message. */
 struct init_msg {
 	uint32_t op;		     /* enum init_op or enum init_event */
@@ -35,6 +37,7 @@ struct init_msg {
 	int32_t pid;		     /* ns pid (SPAWNED, EXITED) */
 	int32_t status;		     /* wait status (EXITED) or errno (ERROR) */
 	uint32_t step;		     /* which step failed (ERROR) */
-	uint32_t tag;		     /* SPAWN: caller's label, echoed on SPAWNED and EXITED */
+	uint32_t tag;		     /* SPAWN: caller's label, echoed on SPAWNED, EXITED and the
+				      * SPAWN's ERROR; INIT_TAG_NONE on other ERRORs */
 	int32_t keep[INIT_KEEP_MAX]; /* KILL: ns pids to spare, 0 where unused */
 };

@@ -870,6 +870,58 @@ static int exit_code(int status)
 	return 1;
 }
 
+/*
+ * What a call leaves running (background jobs, daemons, a fork bomb) may go on after it
+ * returns, within the session's limits. When those leftovers keep the run's interpreter
+ * from starting (at pids.max its fork fails; holding the memory, its start is an OOM
+ * kill), paddock stops them and tries the start again, saying so in the call's stderr:
+ * first every process but init and the live interpreters; if the start still fails (the
+ * leftovers are an interpreter's own children, which stay its zombies until it waits for
+ * them), the other interpreters too, whose state is then lost. True when the start was
+ * tried again.
+ */
+static bool run_clear_leftovers(Run *run)
+{
+	Session *s = run->s;
+	bool keep_interps = run->clear_rounds == 0;
+	SandboxUsage u;
+	uint64_t kept = 1; /* init */
+
+	if (run->clear_rounds >= 2 || sandbox_usage(s->m->env, s->rid, &u) < 0)
+		return false;
+	run->clear_rounds++;
+	for (int k = 0; keep_interps && k < INTERP_KIND_COUNT; k++)
+		kept += s->interps[k].state == INTERP_READY && !interp_on_host(k);
+	if (u.pids_current <= kept || kill_processes(s, keep_interps) != 0)
+		return false;
+	if (!keep_interps)
+		interps_all_dead(s);
+	run->leftovers += u.pids_current - kept;
+	log_info("SESSION_ID=%s stopped %llu leftover processes%s to start its interpreter", s->id,
+		 (unsigned long long)(u.pids_current - kept),
+		 keep_interps ? "" : ", interpreters included");
+	run_note(run,
+		 "paddock stopped %llu processes that earlier calls left running%s: they held the "
+		 "session's limits, and the interpreter could not start",
+		 (unsigned long long)run->leftovers,
+		 keep_interps ? "" : ", the other interpreters included (their state is lost)");
+	return interp_spawn(s, run->kind) == 0;
+}
+
+/* The run's interpreter could not start (why: a sentence): the call fails saying so. */
+static void run_start_failed(Run *run, const char *why)
+{
+	if (run->leftovers)
+		run_note(run,
+			 "the interpreter could not be started: %s (after stopping %llu processes "
+			 "that earlier calls left running)",
+			 why, (unsigned long long)run->leftovers);
+	else
+		run_note(run, "the interpreter could not be started: %s", why);
+	run->return_code = 1;
+	run_finish(run);
+}
+
 static void on_exited(Session *s, const struct init_msg *msg)
 {
 	if (msg->tag < INTERP_KIND_COUNT)
@@ -903,10 +955,16 @@ void interp_exited(Session *s, enum interp_kind kind, pid_t pid, int status)
 		return;
 	}
 	if (run && run->kind == ip->kind && run->phase == RUN_STARTING) {
+		char why[64];
+
 		interp_close(ip);
-		run_note(run, "the interpreter could not start (status %d)", status);
-		run->return_code = 1;
-		run_finish(run);
+		if (run_clear_leftovers(run))
+			return;
+		if (WIFSIGNALED(status))
+			snprintf(why, sizeof(why), "killed by signal %d", WTERMSIG(status));
+		else
+			snprintf(why, sizeof(why), "exit status %d", WEXITSTATUS(status));
+		run_start_failed(run, why);
 		return;
 	}
 	/* Not the running interpreter, or killed on purpose: its output stays buffered. */
@@ -941,11 +999,9 @@ static void on_init_error(Session *s, const struct init_msg *msg)
 		on_killed(s);
 		return;
 	}
-	if (run && run->phase == RUN_STARTING && s->interps[run->kind].state == INTERP_DEAD) {
-		run_note(run, "the interpreter could not be started: %s", strerror(msg->status));
-		run->return_code = 1;
-		run_finish(run);
-	}
+	if (run && run->phase == RUN_STARTING && s->interps[run->kind].state == INTERP_DEAD &&
+	    !run_clear_leftovers(run))
+		run_start_failed(run, strerror(msg->status));
 }
 
 static void take_fds(struct msghdr *mh, int *fds, size_t *nfds)

@@ -104,6 +104,8 @@ struct Run {
 	bool timed_out;		  /* deadline passed */
 	bool interrupted_ok;	  /* the interpreter answered after SIGINT */
 	bool lost_state;	  /* interpreter killed; a new one will start */
+	unsigned clear_rounds;	  /* times leftovers were stopped so that it could start */
+	uint64_t leftovers;	  /* processes of earlier calls stopped for this one */
 	int return_code;
 	json_object *reply; /* the interpreter's reply object (python), owned */
 	char *note;	    /* text appended to stderr, owned */

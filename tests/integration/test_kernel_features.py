@@ -83,6 +83,15 @@ def levelled(log, level):
     return [line.split(tag, 1)[1].rstrip("\n") for line in log.splitlines() if tag in line]
 
 
+def test_file_systems_past_the_memory_refused(env):
+    """The workspace and /tmp are held in the session's memory: sizes that leave its
+    programs less than program_memory_min_bytes are refused at start, with the figures."""
+    env["PADDOCK_WORKSPACE_BYTES"] = "1G"
+    ready, rc, log = run_daemon([SESSIOND], env)
+    assert not ready and rc != 0, log
+    assert "workspace_bytes (1073741824)" in log and "memory_max_bytes" in log, log
+
+
 def test_starts_without_a_filter(env):
     ready, rc, log = run_daemon([SESSIOND], env)
     assert ready and rc == 0, log

@@ -89,10 +89,34 @@ static void test_load(void)
 	unsetenv("PADDOCK_NODE_NAME");
 }
 
+/* The file systems (tmpfs, in the session's memory) and the programs' share must fit in
+ * memory_max_bytes: the defaults do, and a workspace as large as the memory does not. */
+static void test_memory_budget(void)
+{
+	char err[512] = "";
+	PaddockConfig c;
+
+	CHECK(config_load(&c, NULL, err, sizeof(err)) == 0);
+	CHECK(c.workspace_bytes + c.tmp_bytes + c.program_memory_min_bytes <= c.memory_max_bytes);
+	config_free(&c);
+
+	setenv("PADDOCK_WORKSPACE_BYTES", "1G", 1);
+	CHECK(config_load(&c, NULL, err, sizeof(err)) == -EINVAL);
+	CHECK(strstr(err, "workspace_bytes (1073741824)") && strstr(err, "memory_max_bytes"));
+	config_free(&c);
+
+	setenv("PADDOCK_MEMORY_MAX_BYTES", "2G", 1);
+	CHECK(config_load(&c, NULL, err, sizeof(err)) == 0);
+	config_free(&c);
+	unsetenv("PADDOCK_WORKSPACE_BYTES");
+	unsetenv("PADDOCK_MEMORY_MAX_BYTES");
+}
+
 int main(void)
 {
 	test_from_host();
 	test_valid();
 	test_load();
+	test_memory_budget();
 	return unit_summary();
 }
