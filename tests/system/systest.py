@@ -41,10 +41,10 @@ import vm  # noqa: E402
 ENABLE = os.environ.get("PADDOCK_SYSTEST_ENABLE", "paddockctl")
 
 # Under TCG the VM runs several times slower than the host: the Otari suites and the
-# restart tests there; in the container every integration file that can run installed.
+# restart tests and the recovery from limits there; in the container every integration file that can run installed.
 VM_SUITES = ["test_otari_badinput.py", "test_otari_editor.py", "test_otari_exec.py",
              "test_otari_files.py", "test_otari_limits.py", "test_otari_sessions.py",
-             "test_restart.py"]
+             "test_restart.py", "test_limits_recovery.py"]
 # Not run installed: test_package_deb.py and test_package_rpm.py build packages from a
 # source tree (the host side of this test does that); test_systemd_units.py checks the
 # source tree's units against a build's binary (the installed units are what this test
@@ -57,7 +57,8 @@ CONTAINER_SUITES = VM_SUITES + [
     "test_code_endpoint.py", "test_code_execute.py", "test_code_runtimes.py",
     "test_escape_files.py", "test_escape_sandbox.py", "test_harness_endpoint.py",
     "test_http_hostile.py", "test_limits_bystander.py", "test_limits_daemon_memory.py",
-    "test_multinode.py", "test_paddockctl.py", "test_stress.py"]
+    "test_multinode.py", "test_paddockctl.py", "test_stress.py", "test_file_names.py",
+    "test_file_states.py", "test_limits_create_busy.py"]
 
 TIMEOUTS = {"container": 900, "vm": 1500}  # seconds of one guest run, reboot included
 SHUTDOWN_MAX = 10.0
