@@ -295,6 +295,9 @@ int sandbox_env_new(const PaddockConfig *cfg, SandboxEnv **ret)
 	r = seccomp_env_setup(env);
 	if (r < 0)
 		return r; /* it said why */
+	r = lib_copy_setup(env);
+	if (r < 0)
+		return r; /* it said why */
 
 	*ret = TAKE_PTR(env);
 	return 0;
@@ -304,6 +307,7 @@ SandboxEnv *sandbox_env_free(SandboxEnv *env)
 {
 	if (!env)
 		return NULL;
+	lib_copy_clear(env);
 	cgroup_env_clear(env);
 	seccomp_env_clear(env);
 	safe_close(env->init_fd);

@@ -431,7 +431,7 @@ int mount_lib_dir_in_child(struct child_args *a)
 {
 	if (mkdir("opt", 0755) < 0 || mkdir("opt/paddock", 0755) < 0)
 		return -errno;
-	return bind_ro(a->env->lib_dir, "opt/paddock", 0);
+	return bind_ro(a->env->lib_copy, "opt/paddock", 0);
 }
 
 int mount_pivot_in_child(struct child_args *a)

@@ -74,7 +74,7 @@ int workspace_path(const SandboxEnv *env, const char *id, char *buf, size_t len)
  * Start a sandbox for session id, running as uid/gid: new mount, pid, net (lo
  * up, nothing else), ipc, uts and cgroup namespaces; a cgroup with limits; a
  * read-only root built from the host's /usr and a few /etc files; /proc, a
- * minimal /dev, /tmp, the workspace at /workspace and lib_dir at /opt/paddock,
+ * minimal /dev, /tmp, the workspace at /workspace and a copy of lib_dir at /opt/paddock,
  * all read-only but /tmp and /workspace; rlimits, no capabilities,
  * no_new_privs; then exec paddock-init as pid 1 with the control socket on
  * fd 3. The workspace is made too, in the caller's mount namespace, and must not

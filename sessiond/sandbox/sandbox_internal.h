@@ -35,6 +35,7 @@ typedef struct CgroupHier {
 struct SandboxEnv {
 	char *state_dir;      /* owned copy of cfg->state_dir */
 	char *lib_dir;	      /* owned copy of cfg->lib_dir */
+	char *lib_copy;	      /* <state_dir>/lib: lib_dir copied on a read-only tmpfs */
 	char *root_dir;	      /* <state_dir>/root: empty mount point of every sandbox root */
 	char *workspaces_dir; /* <state_dir>/workspaces */
 	int init_fd;	      /* O_PATH fd of <lib_dir>/paddock-init */
@@ -222,6 +223,10 @@ int caps_verify_in_child(struct child_args *a);
 int no_new_privs_in_child(struct child_args *a);
 
 /* seccomp.c */
+/* libcopy.c: what sandboxes see at /opt/paddock (the daemon's state dir lock held) */
+int lib_copy_setup(SandboxEnv *env);
+void lib_copy_clear(SandboxEnv *env);
+
 int seccomp_env_setup(SandboxEnv *env);
 void seccomp_env_clear(SandboxEnv *env);
 int seccomp_in_child(struct child_args *a);

@@ -320,6 +320,30 @@ def test_host_kernel_details_are_masked(client, sid):
         assert got == [], f"/proc/{name} shows {got}"
 
 
+def test_mounts_name_no_host_path(stack, client, sid):
+    """What the sandbox reads of its mounts names no place on the host: a bind shows the
+    same path it has inside (/usr, /etc/hosts) or one under /usr, the rest are the sandbox's own file
+    systems (its tmpfs roots, /proc); paddock's lib dir is a copy on a tmpfs of its own."""
+    res = probe(client, sid, """
+        import json
+        rows = []
+        for line in open('/proc/self/mountinfo'):
+            f = line.split()
+            sep = f.index('-')
+            rows.append([f[3], f[4], f[sep + 1], line.strip()])
+        print(json.dumps(rows))
+    """)
+    host_paths = {p for p in (stack.state_dir, ps.LIB_DIR, ps.SOURCE_DIR, ps.BUILD_DIR)
+                  if p and p != "/"}
+    for root, point, fstype, line in res:
+        assert not any(h in line for h in host_paths), line
+        # (An /etc file that is a link into /usr on the host shows its target, which the
+        # sandbox has at the same place.)
+        if fstype not in ("tmpfs", "proc", "mqueue", "devpts"):
+            assert root in ("/", point) or root.startswith("/usr/"), line
+    assert any(point == "/opt/paddock" and fstype == "tmpfs" for _, point, fstype, _ in res), res
+
+
 def test_writes_outside_workspace_and_tmp_fail(client, sid):
     res = probe(client, sid, """
         import json, os
