@@ -99,19 +99,6 @@ static int probe_features(const PaddockConfig *cfg)
  */
 #define LOCK_WAIT_MS 5000
 
-static int manager_new_when_free(const PaddockConfig *cfg, Loop *loop, Manager **ret)
-{
-	struct timespec pause = { 0, 100 * 1000000L };
-	int r;
-
-	for (int waited = 0;; waited += 100) {
-		r = manager_new(cfg, loop, ret);
-		if (r != -EBUSY || waited >= LOCK_WAIT_MS)
-			return r;
-		nanosleep(&pause, NULL);
-	}
-}
-
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: paddock-sessiond [--config FILE] [--check-config | --end-sessions]\n");
@@ -202,8 +189,7 @@ int main(int argc, char **argv)
 	if (r == 0)
 		r = setup_signals(&d);
 	if (r == 0)
-		r = end_sessions ? manager_new_when_free(&d.cfg, d.loop, &d.mgr) :
-				   manager_new(&d.cfg, d.loop, &d.mgr);
+		r = manager_new(&d.cfg, d.loop, end_sessions ? LOCK_WAIT_MS : 0, &d.mgr);
 	if (r == 0 && end_sessions)
 		log_info("ending every session in %s", d.cfg.state_dir);
 	else if (r == 0) {

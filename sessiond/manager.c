@@ -14,6 +14,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cleanup.h"
@@ -661,7 +662,35 @@ static int interp_argv_init(Manager *m)
 	return 0;
 }
 
-int manager_new(const PaddockConfig *cfg, Loop *loop, Manager **ret)
+/* One daemon per state dir: a second one would reclaim the first one's sandboxes. */
+static int state_lock(const char *state_dir, int wait_ms)
+{
+	struct timespec pause = { 0, 100 * 1000000L };
+	char path[4096];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/sessiond.lock", state_dir);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		int r = -errno;
+
+		log_err("cannot open %s: %s", path, strerror(-r));
+		return r;
+	}
+	for (int waited = 0; flock(fd, LOCK_EX | LOCK_NB) < 0; waited += 100) {
+		int r = errno == EWOULDBLOCK ? -EBUSY : -errno;
+
+		if (r != -EBUSY || waited >= wait_ms) {
+			log_err("another paddock-sessiond is running on %s", state_dir);
+			close(fd);
+			return r;
+		}
+		nanosleep(&pause, NULL);
+	}
+	return fd;
+}
+
+int manager_new(const PaddockConfig *cfg, Loop *loop, int lock_wait_ms, Manager **ret)
 {
 	Manager *m = calloc(1, sizeof(*m));
 	char path[4096];
@@ -683,12 +712,9 @@ int manager_new(const PaddockConfig *cfg, Loop *loop, Manager **ret)
 		log_err("cannot create state_dir %s: %m", cfg->state_dir);
 		goto fail;
 	}
-	/* One daemon per state dir: a second one would reclaim the first one's sandboxes. */
-	snprintf(path, sizeof(path), "%s/sessiond.lock", cfg->state_dir);
-	m->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (m->lock_fd < 0 || flock(m->lock_fd, LOCK_EX | LOCK_NB) < 0) {
-		r = errno == EWOULDBLOCK ? -EBUSY : -errno;
-		log_err("another paddock-sessiond is running on %s", cfg->state_dir);
+	m->lock_fd = state_lock(cfg->state_dir, lock_wait_ms);
+	if (m->lock_fd < 0) {
+		r = m->lock_fd;
 		goto fail;
 	}
 	snprintf(path, sizeof(path), "%s/paddock.db", cfg->state_dir);

@@ -8,8 +8,10 @@
 
 typedef struct Manager Manager;
 
-/* Open the store, detect the sandbox environment, clean what a crash left. */
-int manager_new(const PaddockConfig *cfg, Loop *loop, Manager **ret);
+/* Take the state dir's lock (waiting up to lock_wait_ms for a daemon that is going away),
+ * open the store, detect the sandbox environment, clean what a crash left. -EBUSY: another
+ * daemon holds the state dir. */
+int manager_new(const PaddockConfig *cfg, Loop *loop, int lock_wait_ms, Manager **ret);
 /* Destroy every session (waiting for their sandboxes to go) and free. */
 Manager *manager_free(Manager *m);
 

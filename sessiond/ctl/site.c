@@ -318,6 +318,14 @@ static const char *said(const char *out)
 	return out && *out ? out : "(nginx said nothing)\n";
 }
 
+/* "paddockctl: <what>: " and what nginx said (-EIO: it ran and refused), or the error. */
+static void say_failed(const char *what, int r, const char *out)
+{
+	fprintf(stderr, "paddockctl: %s: %s", what, r == -EIO ? said(out) : strerror(-r));
+	if (r != -EIO)
+		fputc('\n', stderr);
+}
+
 /* After the link changed: check the configuration and reload a running nginx. */
 static int reload_if_running(const NginxHost *h, const char *done)
 {
@@ -331,10 +339,10 @@ static int reload_if_running(const NginxHost *h, const char *done)
 	}
 	r = nginx_reload(h, &out);
 	if (r < 0) {
-		fprintf(stderr, "paddockctl: %s, but %s failed: %s", done, reload_command(h),
-			r == -EIO ? said(out) : strerror(-r));
-		if (r != -EIO)
-			fputc('\n', stderr);
+		char what[PATH_MAX + 192];
+
+		snprintf(what, sizeof(what), "%s, but %s failed", done, reload_command(h));
+		say_failed(what, r, out);
 		return r;
 	}
 	printf("%s, and nginx reloaded\n", done);
@@ -387,12 +395,9 @@ int site_enable(const NginxHost *h)
 	r = nginx_test(h, &out);
 	if (r < 0) {
 		(void)unlink(h->link);
-		fprintf(stderr,
-			"paddockctl: nginx -t refuses the configuration with the paddock site, so "
-			"it stays disabled: %s",
-			r == -EIO ? said(out) : strerror(-r));
-		if (r != -EIO)
-			fputc('\n', stderr);
+		say_failed("nginx -t refuses the configuration with the paddock site, so it stays "
+			   "disabled",
+			   r, out);
 		return r;
 	}
 	snprintf(done, sizeof(done), "the paddock site is enabled: %s -> %s", h->link,
@@ -435,12 +440,13 @@ int site_disable(const NginxHost *h)
 	}
 	r = nginx_test(h, &out);
 	if (r < 0) {
-		fprintf(stderr,
-			"paddockctl: %s, but nginx -t refuses the configuration without it too, so "
-			"nginx was not reloaded: %s",
-			done, r == -EIO ? said(out) : strerror(-r));
-		if (r != -EIO)
-			fputc('\n', stderr);
+		char what[PATH_MAX + 192];
+
+		snprintf(what, sizeof(what),
+			 "%s, but nginx -t refuses the configuration without it too, so nginx was "
+			 "not reloaded",
+			 done);
+		say_failed(what, r, out);
 		return r;
 	}
 	return reload_if_running(h, done);
