@@ -30,13 +30,6 @@
 
 #define CGROUP_ROOT "/sys/fs/cgroup"
 
-/*
- * The resolution sessiond/wsfs.c gives every workspace path (WS_RESOLVE there). The probe
- * asks for exactly these flags, so a kernel or a filter that refuses one is found at start
- * rather than at the first file request.
- */
-#define PROBE_RESOLVE (RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
-
 #define CAP_SYS_PTRACE_BIT 19
 
 /* ---- the host ---- */
@@ -236,7 +229,7 @@ static void probe_kernel(const FeatureContext *ctx, FeatureCheck *c, int arg)
 static long openat2_at(int dfd, const char *path)
 {
 	struct open_how how = { .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
-				.resolve = PROBE_RESOLVE };
+				.resolve = WORKSPACE_RESOLVE };
 
 	return syscall(SYS_openat2, dfd, path, &how, sizeof(how));
 }
@@ -621,21 +614,17 @@ int kernel_features_parse_cgroup1(const char *line, char *mnt, size_t mnt_len, u
 		{ "pids", FEATURE_CG_PIDS },
 		{ "cpu", FEATURE_CG_CPU },
 	};
-	char m[PATH_MAX], mopts[512], fstype[64], source[256], sopts[512];
-	const char *sep = strstr(line, " - ");
+	MountLine m;
 
-	/* fields: id parent maj:min root mount-point mount-options ... - fstype source superopts */
-	if (!sep || sscanf(line, "%*s %*s %*s %*s %4095s %511s", m, mopts) != 2 ||
-	    sscanf(sep + 3, "%63s %255s %511s", fstype, source, sopts) != 3 ||
-	    strcmp(fstype, "cgroup") != 0)
+	if (mountinfo_parse(line, &m) < 0 || strcmp(m.fstype, "cgroup") != 0)
 		return -ENOENT;
-	if (snprintf(mnt, mnt_len, "%s", m) >= (int)mnt_len)
+	if (snprintf(mnt, mnt_len, "%s", m.mnt) >= (int)mnt_len)
 		return -ENAMETOOLONG;
 	*ctrls = 0;
 	for (size_t i = 0; i < ARRAY_SIZE(known); i++)
-		if (mount_options_have(sopts, known[i].name))
+		if (mount_options_have(m.super_opts, known[i].name))
 			*ctrls |= known[i].bit;
-	*read_only = mount_options_have(mopts, "ro") || mount_options_have(sopts, "ro");
+	*read_only = m.read_only;
 	return 0;
 }
 

@@ -5,6 +5,18 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <linux/openat2.h>
+
+/*
+ * How every path below a workspace is resolved (sessiond/wsfs.c), and so exactly what the
+ * openat2 probe asks for: a kernel or a filter that refuses one flag is found at start, not
+ * at the first file request. BENEATH refuses "..", absolute paths and absolute symlinks
+ * that leave the starting directory (-EXDEV); NO_MAGICLINKS refuses /proc-style links
+ * (-ELOOP); NO_XDEV refuses crossing into another mount, since the workspace is a mount of
+ * its own and anything mounted inside it is not the session's.
+ */
+#define WORKSPACE_RESOLVE (RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
+
 /* The oldest kernel whose calls paddock uses (openat2 and pidfd_getfd came in 5.6). */
 #define FEATURES_MIN_KERNEL_MAJOR 5
 #define FEATURES_MIN_KERNEL_MINOR 6

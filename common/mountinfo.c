@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The cgroup2 mount, as /proc/self/mountinfo shows it. */
+/* Lines of /proc/self/mountinfo: the one parser of them, and the cgroup2 mount. */
 #include "mountinfo.h"
 
 #include <errno.h>
@@ -23,21 +23,34 @@ bool mount_options_have(const char *opts, const char *name)
 	return false;
 }
 
+int mountinfo_parse(const char *line, MountLine *ret)
+{
+	char source[256];
+	const char *sep = strstr(line, " - ");
+	int end = -1;
+
+	/* The six fields come before the separator, which optional fields may precede. */
+	if (!sep ||
+	    sscanf(line, "%*s %*s %*s %*s %4095s %511s%n", ret->mnt, ret->mount_opts, &end) != 2 ||
+	    end < 0 || line + end > sep ||
+	    sscanf(sep + 3, "%63s %255s %511s", ret->fstype, source, ret->super_opts) != 3)
+		return -EINVAL;
+	ret->read_only = mount_options_have(ret->mount_opts, "ro") ||
+			 mount_options_have(ret->super_opts, "ro");
+	return 0;
+}
+
 int mountinfo_parse_cgroup2(const char *line, char *mnt, size_t mnt_len, char *opts,
 			    size_t opts_len, bool *read_only)
 {
-	char m[PATH_MAX], mopts[512], fstype[64], source[256], sopts[512];
-	const char *sep = strstr(line, " - ");
+	MountLine m;
 
-	/* fields: id parent maj:min root mount-point mount-options ... - fstype source superopts */
-	if (!sep || sscanf(line, "%*s %*s %*s %*s %4095s %511s", m, mopts) != 2 ||
-	    sscanf(sep + 3, "%63s %255s %511s", fstype, source, sopts) != 3 ||
-	    strcmp(fstype, "cgroup2") != 0)
+	if (mountinfo_parse(line, &m) < 0 || strcmp(m.fstype, "cgroup2") != 0)
 		return -ENOENT;
-	if (snprintf(mnt, mnt_len, "%s", m) >= (int)mnt_len ||
-	    snprintf(opts, opts_len, "%s", sopts) >= (int)opts_len)
+	if (snprintf(mnt, mnt_len, "%s", m.mnt) >= (int)mnt_len ||
+	    snprintf(opts, opts_len, "%s", m.super_opts) >= (int)opts_len)
 		return -ENAMETOOLONG;
-	*read_only = mount_options_have(mopts, "ro") || mount_options_have(sopts, "ro");
+	*read_only = m.read_only;
 	return 0;
 }
 

@@ -18,15 +18,8 @@
 #include <json-c/json.h>
 
 #include "cleanup.h"
+#include "kernel_features.h"
 #include "wsname.h"
-
-/*
- * How every path below ws_fd is resolved. BENEATH refuses "..", absolute paths and absolute
- * symlinks that leave the starting directory (-EXDEV); NO_MAGICLINKS refuses /proc-style
- * links (-ELOOP); NO_XDEV refuses crossing into another mount, since the workspace is a
- * mount of its own and anything mounted inside it is not the session's.
- */
-#define WS_RESOLVE (RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
 
 /* openat2() answers -EAGAIN when a rename raced with a ".." lookup; it is safe to retry. */
 #define WS_OPEN_TRIES 8
@@ -50,7 +43,7 @@ int wsfs_openat2(int dfd, const char *path, uint64_t flags, uint64_t mode)
 	struct open_how how = {
 		.flags = flags | O_CLOEXEC,
 		.mode = mode,
-		.resolve = WS_RESOLVE,
+		.resolve = WORKSPACE_RESOLVE, /* kernel_features.h says what each refuses */
 	};
 
 	for (int i = 0; i < WS_OPEN_TRIES; i++) {

@@ -172,33 +172,19 @@ static unsigned v1_ctrls_of(const char *superopts)
 		{ "memory", CG_MEMORY },   { "pids", CG_PIDS },	      { "cpu", CG_CPU },
 		{ "cpuacct", CG_CPUACCT }, { "freezer", CG_FREEZER },
 	};
-	char buf[256];
 	unsigned ctrls = 0;
-	char *save = NULL;
 
-	snprintf(buf, sizeof(buf), "%s", superopts);
-	for (char *opt = strtok_r(buf, ",", &save); opt; opt = strtok_r(NULL, ",", &save))
-		for (size_t i = 0; i < ARRAY_SIZE(known); i++)
-			if (strcmp(opt, known[i].name) == 0)
-				ctrls |= known[i].bit;
+	for (size_t i = 0; i < ARRAY_SIZE(known); i++)
+		if (mount_options_have(superopts, known[i].name))
+			ctrls |= known[i].bit;
 	return ctrls;
 }
 
-/*
- * One cgroup mountinfo line: its mount point, file system type and superblock options;
- * -ENOENT for a line of any other file system.
- */
-static int cgroup_mount_line(const char *line, char mnt[PATH_MAX], char fstype[64],
-			     char superopts[256])
+/* A cgroup mount of either version: the lines v1_find_hierarchies() looks at. */
+static bool cgroup_mount_line(const char *line, MountLine *m)
 {
-	char source[64];
-	const char *sep = strstr(line, " - ");
-
-	/* fields: id parent maj:min root mount-point options ... - fstype source superopts */
-	if (!sep || sscanf(line, "%*s %*s %*s %*s %4095s", mnt) != 1 ||
-	    sscanf(sep + 3, "%63s %63s %255s", fstype, source, superopts) != 3)
-		return -ENOENT;
-	return strcmp(fstype, "cgroup") == 0 || strcmp(fstype, "cgroup2") == 0 ? 0 : -ENOENT;
+	return mountinfo_parse(line, m) == 0 &&
+	       (strcmp(m->fstype, "cgroup") == 0 || strcmp(m->fstype, "cgroup2") == 0);
 }
 
 static int hier_add(SandboxEnv *env, const char *mnt, const char *rel, unsigned ctrls)
@@ -240,22 +226,22 @@ static int v1_find_hierarchies(SandboxEnv *env, const char *rel, bool tracking)
 	if (!f)
 		return -errno;
 	while (getline(&line, &cap, f) > 0) {
-		char mnt[PATH_MAX], fstype[64], superopts[256];
+		MountLine m;
 		unsigned ctrls;
 		int r;
 
-		if (cgroup_mount_line(line, mnt, fstype, superopts) < 0)
+		if (!cgroup_mount_line(line, &m))
 			continue;
-		if (tracking && v1_tracking_mount(fstype, superopts)) {
-			r = hier_add(env, mnt, rel, 0);
+		if (tracking && v1_tracking_mount(m.fstype, m.super_opts)) {
+			r = hier_add(env, m.mnt, rel, 0);
 			if (r < 0)
 				return r;
 			continue;
 		}
-		ctrls = strcmp(fstype, "cgroup") == 0 ? v1_ctrls_of(superopts) & ~have : 0;
+		ctrls = strcmp(m.fstype, "cgroup") == 0 ? v1_ctrls_of(m.super_opts) & ~have : 0;
 		if (!ctrls)
 			continue;
-		r = hier_add(env, mnt, rel, ctrls);
+		r = hier_add(env, m.mnt, rel, ctrls);
 		if (r < 0)
 			return r;
 		have |= ctrls;

@@ -20,6 +20,25 @@ static void test_options_have(void)
 	CHECK(!mount_options_have("rw,relatime", "ro"));
 }
 
+/* Any line: optional fields before the separator, escapes kept, ro from either list. */
+static void test_parse_any_line(void)
+{
+	MountLine m;
+
+	CHECK(mountinfo_parse("191 44 254:0 /work/lib /opt/my\\040dir ro,nosuid shared:1 master:2 "
+			      "- ext4 /dev/vda rw,discard\n",
+			      &m) == 0);
+	CHECK(strcmp(m.mnt, "/opt/my\\040dir") == 0 && strcmp(m.fstype, "ext4") == 0);
+	CHECK(strcmp(m.mount_opts, "ro,nosuid") == 0 && strcmp(m.super_opts, "rw,discard") == 0);
+	CHECK(m.read_only);
+	CHECK(mountinfo_parse("22 1 8:1 / / rw - tmpfs tmpfs ro,size=4k\n", &m) == 0 &&
+	      m.read_only);
+	CHECK(mountinfo_parse("22 1 8:1 / / rw - tmpfs tmpfs rw\n", &m) == 0 && !m.read_only);
+	CHECK(mountinfo_parse("22 1 8:1 / / rw tmpfs tmpfs rw\n", &m) == -EINVAL);
+	CHECK(mountinfo_parse("22 1 - tmpfs tmpfs rw\n", &m) == -EINVAL);
+	CHECK(mountinfo_parse("", &m) == -EINVAL);
+}
+
 static void test_parse(void)
 {
 	char mnt[64], opts[64], tiny[8];
@@ -91,6 +110,7 @@ static void test_this_host(void)
 int main(void)
 {
 	test_options_have();
+	test_parse_any_line();
 	test_parse();
 	test_remount_options();
 	test_this_host();
