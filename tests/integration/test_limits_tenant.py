@@ -255,6 +255,23 @@ MEASURE = code("""
 """)
 
 
+def cgroup_cpu_seconds(st, sid):
+    """CPU time of the session's sandbox so far, from its cgroup (v1 cpuacct or v2 cpu.stat)."""
+    name = st.sandbox_name(sid)
+    for d in ps.cgroups_matching([name]):
+        if os.path.basename(d) != name:
+            continue
+        if os.path.exists(os.path.join(d, "cpuacct.usage")):
+            with open(os.path.join(d, "cpuacct.usage")) as f:
+                return int(f.read()) / 1e9
+        if os.path.exists(os.path.join(d, "cpu.stat")):
+            with open(os.path.join(d, "cpu.stat")) as f:
+                stat = dict(line.split() for line in f)
+            if "usage_usec" in stat:
+                return int(stat["usage_usec"]) / 1e6
+    pytest.skip("no CPU accounting for the sandboxes here")
+
+
 def test_a_tenant_with_one_busy_session_keeps_its_core(tstack):
     if len(os.sched_getaffinity(0)) != 2:
         pytest.skip("the expected shares are worked out for a 2-core host")
@@ -274,29 +291,41 @@ def test_a_tenant_with_one_busy_session_keeps_its_core(tstack):
         except Exception as e:  # noqa: BLE001 (reported below)
             errors.append(repr(e))
 
+    def good(m):
+        # B's part of what the five loops got: equal weights give it 1/5, its tenant's
+        # weight (as much as acme's four together) 1/2. With the host's two cores free
+        # for the test it must also have 0.7 of a core (equal weights: 2 / 5 = 0.4);
+        # with other load on the host (a VM, a build) that figure is the host's, not
+        # paddock's, and only the part is held to.
+        return m["part"] >= 0.35 and (m["all"] < 1.8 or m["b"] >= 0.7)
+
     threads = [threading.Thread(target=busy, args=(sid,)) for sid in mine]
     for t in threads:
         t.start()
-    shares = []
+    seen = []
     try:
         ps.wait_for(lambda: all(a.get_file(sid, "started").status_code == 200 for sid in mine),
                     30, "acme's four loops to start")
-        # Equal weights give B 2 cores / 5 loops = 0.4 (0.5 at best, sharing a core with
-        # one of A's); its tenant's weight, as much as A's four together, gives it ~1. The
-        # kernel's load balancer now and then leaves a worse placement for a few seconds:
-        # up to three measures, the first at 0.7 or more passes.
+        # The kernel's load balancer now and then leaves a worse placement for a few
+        # seconds: up to three measures, the first good one passes.
         for _ in range(3):
-            shares.append(float(b.run(theirs, MEASURE, timeout_seconds=60).stdout))
-            if shares[-1] >= 0.7:
+            a0, w0 = sum(cgroup_cpu_seconds(tstack, s) for s in mine), time.monotonic()
+            share = float(b.run(theirs, MEASURE, timeout_seconds=60).stdout)
+            a_rate = (sum(cgroup_cpu_seconds(tstack, s) for s in mine) - a0) / \
+                (time.monotonic() - w0)
+            seen.append({"b": round(share, 2), "acme": round(a_rate, 2),
+                         "all": round(share + a_rate, 2),
+                         "part": round(share / (share + a_rate), 2)})
+            if good(seen[-1]):
                 break
     finally:
         for sid in mine:
             a.put_file(sid, b"", path="stop")
         for t in threads:
             t.join(90)
-    print(f"globex's one loop against acme's four: {shares} of a core")
+    print(f"globex's one loop against acme's four (cores): {seen}")
     assert not errors, errors
-    assert shares[-1] >= 0.7, f"globex's one loop got {shares} of a core against acme's four"
+    assert good(seen[-1]), f"globex's one loop against acme's four got too little: {seen}"
     for sid in mine:
         assert a.destroy(sid).status_code == 204
     assert b.destroy(theirs).status_code == 204
