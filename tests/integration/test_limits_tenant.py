@@ -176,12 +176,20 @@ def test_metrics_have_per_tenant_sessions_with_the_label_escaped(tstack):
     hs = [h.new_session() for _ in range(2)]
     asid = a.new_session()
     h.run(hs[0], "sum(range(10**6))")
+    # The worker lets no newline through; sessiond takes whatever its peers send, so a
+    # newline goes in from the socket, as a worker would send it.
+    nl = tstack.daemon_call({"op": "create", "tenant": "line\nbreak"})
+    assert nl["ok"], nl
+    tstack.session_ids.add(nl["session_id"])
     text = metrics(tstack)
     assert 'paddock_tenant_sessions{tenant="ev\\"il\\\\ten,ant} x=\\"1"} 2\n' in text, text
+    assert 'paddock_tenant_sessions{tenant="line\\nbreak"} 1\n' in text, text
     sessions = tenant_samples(text, "paddock_tenant_sessions")
-    assert sessions == {HOSTILE: 2, "acme": 1}, sessions
+    assert sessions == {HOSTILE: 2, "acme": 1, "line\nbreak": 1}, sessions
     cpu = tenant_samples(text, "paddock_tenant_cpu_seconds")
-    assert set(cpu) == {HOSTILE, "acme"} and cpu[HOSTILE] > 0, cpu
+    assert set(cpu) == set(sessions) and cpu[HOSTILE] > 0, cpu
+    assert tstack.daemon_call({"op": "destroy", "session_id": nl["session_id"],
+                               "tenant": "line\nbreak"})["existed"]
     # The refusal counter has no tenant label: one series, however many tenants there are.
     refusals = [line for line in text.splitlines()
                 if line.startswith("paddock_tenant_cap_refusals_total")]
