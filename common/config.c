@@ -75,6 +75,8 @@ static const struct setting settings[] = {
 	S("tenant_header", tenant_header, "X-Paddock-Tenant"),
 	B("require_tenant", require_tenant, "false"),
 	I("max_sessions", max_sessions, "64", 1, 100000),
+	I("tenant_max_sessions", tenant_max_sessions, "0", 0, 100000),
+	I("tenant_cpu_weight", tenant_cpu_weight, "1000", 1, 10000),
 	I("pool_size", pool_size, "2", 0, 10000),
 	I("pool_warm_max", pool_warm_max, "0", 0, 1024),
 	I("create_wait_seconds", create_wait_seconds, "30", 1, 600),

@@ -46,6 +46,8 @@ typedef struct PaddockConfig {
 
 	/* sessions */
 	int64_t max_sessions;	       /* all sessions, both APIs */
+	int64_t tenant_max_sessions;   /* one tenant's sessions; 0: half of max_sessions */
+	int64_t tenant_cpu_weight;     /* CPU weight (v2 units) a tenant's sandboxes share */
 	int64_t pool_size;	       /* ready sandboxes (Python started) kept for new sessions */
 	int64_t pool_warm_max;	       /* pool sandboxes warming up at once; 0: CPUs + 1 */
 	int64_t create_wait_seconds;   /* a create waits this long for a sandbox, at most */

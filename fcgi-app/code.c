@@ -53,7 +53,9 @@ const RouteTable code_routes = { "code", routes, ARRAY_SIZE(routes) };
 
 /* ---- the envelope ---- */
 
-void code_reply(ReqCtx *rq, int status, bool success, const char *message, json_object *data)
+/* The envelope with extra header lines (NULL: none). */
+static void code_reply_extra(ReqCtx *rq, int status, bool success, const char *message,
+			     json_object *data, const char *extra)
 {
 	_cleanup_json_ json_object *o = json_object_new_object();
 
@@ -65,7 +67,12 @@ void code_reply(ReqCtx *rq, int status, bool success, const char *message, json_
 		http_error(&rq->http, 500, NULL, "out of memory");
 		return;
 	}
-	http_send_json(&rq->http, status, o, NULL);
+	http_send_json(&rq->http, status, o, extra);
+}
+
+void code_reply(ReqCtx *rq, int status, bool success, const char *message, json_object *data)
+{
+	code_reply_extra(rq, status, success, message, data, NULL);
 }
 
 void code_fail(ReqCtx *rq, int status, const char *fmt, ...)
@@ -114,18 +121,32 @@ void code_invalid(ReqCtx *rq, const char *field, const char *type, const char *f
 
 void code_sd_fail(ReqCtx *rq, int r, const SdReply *rep)
 {
+	int64_t retry_after = rq->app->cfg->retry_after_seconds;
+	char retry[64];
 	int status;
 
 	if (r < 0 || !rep) {
 		log_warn("sessiond call failed: %s REQUEST_ID=%s", strerror(-r),
 			 rq->http.request_id);
-		code_fail(rq, 503, "the session daemon is unavailable; retry later");
+		snprintf(retry, sizeof(retry), "Retry-After: %" PRId64 "\r\n", retry_after);
+		code_reply_extra(rq, 503, false, "the session daemon is unavailable; retry later",
+				 NULL, retry);
 		return;
 	}
 	status = sd_kind_status(rep->kind);
 	if (status == 500)
 		log_err("sessiond internal error (%s): %s REQUEST_ID=%s", rep->kind,
 			rep->detail ? rep->detail : "-", rq->http.request_id);
+	/* capacity (the node's or the tenant's session limit) says when to come back. */
+	if (status == 503) {
+		snprintf(retry, sizeof(retry), "Retry-After: %" PRId64 "\r\n",
+			 rep->retry_after > 0 ? rep->retry_after : retry_after);
+		code_reply_extra(rq, status, false,
+				 rep->detail && *rep->detail ? rep->detail :
+							       "no capacity now; retry later",
+				 NULL, retry);
+		return;
+	}
 	/* limit: the detail is the exact sentence the plane promises ("Maximum number..."). */
 	code_fail(rq, status, "%s",
 		  rep->detail && *rep->detail ? rep->detail : "the request could not be served");

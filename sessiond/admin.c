@@ -8,6 +8,7 @@
 #include "cleanup.h"
 #include "log.h"
 #include "session.h"
+#include "tenant.h"
 
 static size_t zombie_count(const Manager *m)
 {
@@ -58,6 +59,10 @@ void op_stats(Manager *m, Conn *c)
 			       json_object_new_int64((int64_t)conn_server_connections(c)));
 	json_object_object_add(o, "wal_checkpoints",
 			       json_object_new_int64((int64_t)m->checkpoints));
+	json_object_object_add(o, "tenants",
+			       json_object_new_int64((int64_t)tenant_table_size(m->tenants)));
+	json_object_object_add(o, "tenant_cap_refusals",
+			       json_object_new_int64((int64_t)m->tenant_cap_refusals));
 	json_object_object_add(lim, "memory_bytes", json_object_new_int64(cfg->memory_max_bytes));
 	json_object_object_add(lim, "pids", json_object_new_int64(cfg->pids_max));
 	json_object_object_add(lim, "cpu_percent", json_object_new_int64(cfg->cpu_quota_percent));
@@ -67,6 +72,10 @@ void op_stats(Manager *m, Conn *c)
 			       json_object_new_int64(cfg->exec_timeout_max));
 	json_object_object_add(lim, "output_max_bytes",
 			       json_object_new_int64(cfg->output_max_bytes));
+	json_object_object_add(lim, "tenant_max_sessions",
+			       json_object_new_int64(tenant_session_cap(cfg)));
+	json_object_object_add(lim, "tenant_cpu_weight",
+			       json_object_new_int64(cfg->tenant_cpu_weight));
 	json_object_object_add(o, "limits", lim);
 	conn_reply(c, o, NULL, 0);
 }
@@ -126,6 +135,7 @@ void op_metrics(Manager *m, Conn *c)
 	for (size_t i = 0; i < ARRAY_SIZE(reasons); i++)
 		fprintf(f, "paddock_sessions_ended_total{reason=\"%s\"} %llu\n", reasons[i],
 			(unsigned long long)m->kills_by_reason[i]);
+	tenant_metrics_write(m, f);
 	fclose(f);
 	o = reply_ok();
 	json_object_object_add(o, "text", json_object_new_string_len(text ? text : "", (int)len));

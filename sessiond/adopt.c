@@ -13,6 +13,7 @@
 #include "cleanup.h"
 #include "log.h"
 #include "session.h"
+#include "tenant.h"
 
 /* Whether pid is still that session's init: its cgroup path names the session. */
 static bool init_is_session(pid_t pid, const char *id)
@@ -92,13 +93,9 @@ int session_adopt(Manager *m, const SessionRow *row)
 	if (!uid_mark(m, row->uid))
 		return -EEXIST;
 	s = session_alloc(m);
-	if (!s || (row->tenant && !(s->tenant = strdup(row->tenant))) ||
-	    !(s->undo = editor_undo_new())) {
+	if (!s || !(s->undo = editor_undo_new())) {
 		uid_release(m, row->uid);
-		if (s) {
-			free(s->tenant);
-			free(s);
-		}
+		free(s);
 		return -ENOMEM;
 	}
 	snprintf(s->id, sizeof(s->id), "%s", row->id);
@@ -115,6 +112,14 @@ int session_adopt(Manager *m, const SessionRow *row)
 	/* An endpoint bridge died with the old daemon: the next call starts a new kernel. */
 	s->endpoint = row->endpoint;
 	s->execution_count = (uint64_t)row->execution_count;
+	/* It counts for its tenant's cap again (its weight comes with its next call). */
+	r = tenant_session_join(s, row->tenant);
+	if (r < 0) {
+		uid_release(m, row->uid);
+		editor_undo_free(s->undo);
+		free(s);
+		return r;
+	}
 	s->sb = (Sandbox){ .pid = row->init_pid,
 			   .pidfd = TAKE_FD(pidfd),
 			   .ctl_fd = TAKE_FD(ctl),

@@ -13,6 +13,7 @@
 
 #include "log.h"
 #include "session.h"
+#include "tenant.h"
 
 /* A create that found no warm sandbox: answered when a build finishes, or at its deadline. */
 struct CreateWait {
@@ -75,6 +76,19 @@ static CreateWait *waiting_for_id(Manager *m, const char *id)
 size_t create_waiting_total(const Manager *m)
 {
 	return m->n_waiting[0] + m->n_waiting[1];
+}
+
+size_t create_waiting_of_tenant(const Manager *m, const char *tenant)
+{
+	size_t n = 0;
+
+	for (int which = 0; which < 2; which++)
+		for (const CreateWait *w = m->waiting[which]; w; w = w->next) {
+			const char *t = req_string(w->req, "tenant");
+
+			n += t && strcmp(t, tenant) == 0;
+		}
+	return n;
 }
 
 static int64_t clamp_hint(json_object *req, const char *key, int64_t def, int64_t max)
@@ -144,8 +158,8 @@ static int create_finish(Manager *m, Conn *c, json_object *req, Session *s)
 		snprintf(s->id, sizeof(s->id), "%s", want_id);
 	else
 		r = session_id_new(cfg->node_name, s->id, sizeof(s->id));
-	if (r == 0 && tenant && !(s->tenant = strdup(tenant)))
-		r = -ENOMEM;
+	if (r == 0)
+		r = tenant_session_join(s, tenant);
 	session_link(s);
 	if (r < 0) {
 		session_destroy(s, "setup failed");
@@ -255,6 +269,8 @@ static bool create_admit(Manager *m, Conn *c, json_object *req)
 			return false;
 		}
 	}
+	if (!tenant_admit(m, c, req))
+		return false;
 	if ((int64_t)(m->n_sessions + create_waiting_total(m)) >= cfg->max_sessions) {
 		e = reply_error("capacity", "the session limit (%lld) is reached",
 				(long long)cfg->max_sessions);

@@ -21,6 +21,7 @@
 #include "clone.h"
 #include "log.h"
 #include "session.h"
+#include "tenant.h"
 #include "wsfs.h"
 
 #define ZOMBIE_RETRY_MS 20
@@ -289,6 +290,7 @@ void session_destroy(Session *s, const char *why)
 	if (!s->pooled)
 		journal_note_delete(m, s->id);
 	session_unlink(s);
+	tenant_session_leave(s);
 
 	z = calloc(1, sizeof(*z));
 	if (z) {
@@ -772,6 +774,7 @@ Manager *manager_free(Manager *m)
 	pool_free_all(m);
 	zombies_drain(m);
 	session_index_free(m);
+	m->tenants = tenant_table_free(m->tenants);
 	/* A clean stop leaves no cgroup behind. Sessions kept for the next daemon keep the
 	 * parent busy, and then it stays; with none kept it goes too. */
 	if (m->env)

@@ -10,6 +10,7 @@
 
 #include "log.h"
 #include "session.h"
+#include "tenant.h"
 
 #define POOL_PACE_MS 20	     /* no build this soon after a hand-over */
 #define BUILD_FAILURES_MAX 3 /* builds failed in a row before waiting creates give up */
@@ -366,8 +367,8 @@ void pool_interp_settled(Session *s)
 		session_cpu_foreground(s);
 }
 
-/* The default CPU weight, once someone may be waiting on the sandbox: its interpreter
- * answered after it was handed out, or a call came. */
+/* The weight of a sandbox in use (the default, or its tenant's share), once someone may be
+ * waiting on it: its interpreter answered after it was handed out, or a call came. */
 void session_cpu_foreground(Session *s)
 {
 	int r;
@@ -375,7 +376,7 @@ void session_cpu_foreground(Session *s)
 	if (!s->cpu_background)
 		return;
 	s->cpu_background = false;
-	r = sandbox_cpu_foreground(s->m->env, s->rid);
+	r = session_cpu_weight_write(s);
 	if (r < 0)
 		log_warn("SESSION_ID=%s cannot restore its CPU weight: %s", s->id, strerror(-r));
 }

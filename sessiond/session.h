@@ -46,6 +46,7 @@ typedef struct ScanReply ScanReply;
 /* The warm pools, by the interpreter their sandboxes start. */
 enum { POOL_NATIVE, POOL_KERNEL };
 typedef struct Journal Journal;
+typedef struct TenantTable TenantTable;
 
 /* Bytes of one output stream of a run, capped: the head is kept, the rest counted. */
 typedef struct OutBuf {
@@ -194,6 +195,9 @@ struct Manager {
 	LoopSource *ckpt_src;
 	uint64_t ckpt_retry_ms; /* no new checkpoint process before then (monotonic ms) */
 	uint64_t checkpoints;	/* checkpoint processes that ran */
+
+	TenantTable *tenants;	      /* live sessions by tenant (tenant.c); NULL until one */
+	uint64_t tenant_cap_refusals; /* creates refused at their tenant's session limit */
 };
 
 /* manager.c */
@@ -233,7 +237,8 @@ size_t pool_started(const Manager *m);
 /* A pooled interpreter answered its first request, or died: the next build may start;
  * handed out meanwhile, its sandbox gets the default CPU weight. */
 void pool_interp_settled(Session *s);
-/* The default CPU weight for a sandbox built at the least (SandboxLimits.cpu_background). */
+/* The weight in use (the default, or its tenant's share) for a sandbox built at the least
+ * (SandboxLimits.cpu_background). */
 void session_cpu_foreground(Session *s);
 Session *pool_take(Manager *m, bool kernel);
 void pool_unlink(Session *s);
@@ -260,6 +265,8 @@ void create_serve_waiting(Manager *m, int which);
 /* Builds keep failing (r as from a build): every waiting create gets the error. */
 void create_fail_all_waiting(Manager *m, int r);
 size_t create_waiting_total(const Manager *m);
+/* Waiting creates of this tenant (their followers, which wait for the same id, aside). */
+size_t create_waiting_of_tenant(const Manager *m, const char *tenant);
 void create_conn_closed(Manager *m, Conn *c);
 void create_free_all(Manager *m);
 

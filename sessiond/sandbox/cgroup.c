@@ -1062,6 +1062,27 @@ int sandbox_cpu_foreground(SandboxEnv *env, const char *id)
 	return cg_write(dir, cpu_weight_file(env->v2), cpu_weight_value(env->v2, false));
 }
 
+int sandbox_cpu_weight(SandboxEnv *env, const char *id, int64_t weight)
+{
+	const CgroupHier *h = hier_with(env, CG_CPU);
+	char dir[PATH_MAX];
+	int64_t v = weight;
+	int r;
+
+	if (weight < 1 || weight > 10000)
+		return -EINVAL;
+	if (!h || !(h->ctrls & CG_CPU))
+		return 0;
+	r = cgroup_dir(h, id, dir, sizeof(dir));
+	if (r < 0)
+		return r;
+	if (!env->v2) {
+		v = weight * 1024 / 100;
+		v = v < 2 ? 2 : v > 262144 ? 262144 : v;
+	}
+	return cg_write_i64(dir, cpu_weight_file(env->v2), v);
+}
+
 void sandbox_env_remove_cgroup_parent(SandboxEnv *env)
 {
 	for (size_t i = 0; i < env->n_hier; i++) {

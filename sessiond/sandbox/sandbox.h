@@ -137,6 +137,10 @@ SandboxCounters *sandbox_counters_free(SandboxCounters *c);
 /* Give a sandbox built with SandboxLimits.cpu_background the default CPU weight: someone
  * uses it now. */
 int sandbox_cpu_foreground(SandboxEnv *env, const char *id);
+/* Give a sandbox this CPU weight, in cgroup v2 units (1..10000, the default 100); on v1 the
+ * same proportion of cpu.shares (x 1024 / 100, within 2..262144). 0 without a cpu
+ * controller; -EINVAL for a weight outside 1..10000. */
+int sandbox_cpu_weight(SandboxEnv *env, const char *id, int64_t weight);
 
 /* Read the session cgroup's counters. */
 int sandbox_usage(SandboxEnv *env, const char *id, SandboxUsage *ret);
