@@ -95,7 +95,8 @@ static int probe_features(const PaddockConfig *cfg)
 /*
  * The state dir's lock outlives a daemon that was just stopped or killed for as long as
  * a sandbox it was building has not yet exec'd (the clone shares the lock's open file):
- * a moment. What comes right after a stop (--end-sessions) waits that out.
+ * a moment. A start right after (a restart after a crash, --end-sessions after a stop)
+ * waits that out rather than fail and leave those sandboxes to no one.
  */
 #define LOCK_WAIT_MS 5000
 
@@ -189,7 +190,7 @@ int main(int argc, char **argv)
 	if (r == 0)
 		r = setup_signals(&d);
 	if (r == 0)
-		r = manager_new(&d.cfg, d.loop, end_sessions ? LOCK_WAIT_MS : 0, &d.mgr);
+		r = manager_new(&d.cfg, d.loop, LOCK_WAIT_MS, &d.mgr);
 	if (r == 0 && end_sessions)
 		log_info("ending every session in %s", d.cfg.state_dir);
 	else if (r == 0) {
