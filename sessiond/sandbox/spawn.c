@@ -155,10 +155,41 @@ static _Noreturn void child_fail(struct child_args *a, unsigned step, int err)
 	_exit(127);
 }
 
+/*
+ * The daemon's fds (its state dir's lock, its listening socket, its workers' connections)
+ * go at once rather than at exec: a child of a daemon that died mid-build would hold them
+ * for as long as it sets up, the next daemon waiting for the lock and workers for replies
+ * on connections no one serves. Kernels before 5.9 lack close_range: exec closes them.
+ */
+static void close_inherited_in_child(const struct child_args *a)
+{
+	unsigned keep[] = { (unsigned)a->sync_fd, (unsigned)a->ctl_child_fd,
+			    (unsigned)a->ctl_parent_fd, (unsigned)a->init_fd };
+	unsigned from = 3;
+
+	/* Ascending, so that the ranges between them can be closed in one pass. */
+	for (size_t i = 1; i < ARRAY_SIZE(keep); i++)
+		for (size_t j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
+			unsigned t = keep[j];
+
+			keep[j] = keep[j - 1];
+			keep[j - 1] = t;
+		}
+	for (size_t i = 0; i < ARRAY_SIZE(keep); i++) {
+		if (keep[i] < from)
+			continue;
+		if (keep[i] > from && syscall(SYS_close_range, from, keep[i] - 1, 0) < 0)
+			return;
+		from = keep[i] + 1;
+	}
+	(void)syscall(SYS_close_range, from, ~0U, 0);
+}
+
 static _Noreturn void child_main(struct child_args *a, int sync_parent_fd)
 {
 	/* Our copy of the parent's end would hide the parent's death from us. */
 	close(sync_parent_fd);
+	close_inherited_in_child(a);
 	for (size_t i = 0; i < ARRAY_SIZE(child_checklist); i++) {
 		int r = child_checklist[i].run(a);
 

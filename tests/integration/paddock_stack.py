@@ -20,6 +20,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import types
 import urllib.parse
@@ -353,6 +354,100 @@ def processes_in_cgroups_matching(needles):
         if any(n and n in text for n in needles):
             found.append(_describe(pid))
     return found
+
+
+def open_files(pid):
+    """The paths pid has open (what its fds point at), [] once it is gone."""
+    out = []
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                out.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+            except OSError:
+                pass
+    except OSError:
+        pass
+    return out
+
+
+def children(pid):
+    """The pids of pid's children."""
+    out = set()
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except FileNotFoundError:
+        return out  # gone
+    for t in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{t}/children") as f:
+                out |= {int(x) for x in f.read().split()}
+        except OSError:
+            pass
+    return out
+
+
+def cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+class ChildStopper(threading.Thread):
+    """Stops each new child of the daemon the moment it appears, while it is still the
+    daemon's copy setting up a sandbox (before it executes paddock-init), and then sends it
+    sig (to the first `most` of them). Children seen too late are let go, in `missed`.
+    until(pid): let the child run on, a little at a time, until it holds (it is stopped
+    again each time before it is checked)."""
+
+    def __init__(self, daemon_pid, sig=signal.SIGSTOP, most=None, until=None):
+        super().__init__(daemon=True)
+        self.daemon_pid = daemon_pid
+        self.daemon_cmdline = cmdline(daemon_pid)
+        self.sig = sig
+        self.most = most
+        self.until = until
+        self.known = children(daemon_pid)
+        self.stopped = []
+        self.missed = []
+        self.done = threading.Event()
+
+    def _catch(self, pid):
+        try:
+            os.kill(pid, signal.SIGSTOP)
+        except ProcessLookupError:
+            return
+        # Stopped, it cannot exec meanwhile: its command line says which it is.
+        for _ in range(10000):
+            if cmdline(pid) != self.daemon_cmdline:
+                os.kill(pid, signal.SIGCONT)
+                self.missed.append(pid)
+                return
+            if self.until is None or self.until(pid):
+                break
+            os.kill(pid, signal.SIGCONT)
+            time.sleep(0.0002)
+            os.kill(pid, signal.SIGSTOP)
+        if self.sig != signal.SIGSTOP:
+            os.kill(pid, self.sig)
+        self.stopped.append(pid)
+
+    def run(self):
+        while not self.done.is_set() and (self.most is None or len(self.stopped) < self.most):
+            for pid in children(self.daemon_pid) - self.known:
+                self.known.add(pid)
+                self._catch(pid)
+
+    def finish(self):
+        """Stop catching; the stopped children go on."""
+        self.done.set()
+        self.join(10)
+        for pid in self.stopped:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
 
 
 def host_workspace(stack, marker_file):

@@ -114,71 +114,6 @@ SLOW = {"PADDOCK_POOL_SIZE": "0", "PADDOCK_CREATE_WAIT_SECONDS": "2",
         "PADDOCK_MAX_SESSIONS": "8"}
 
 
-def children(pid):
-    out = set()
-    for t in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{t}/children") as f:
-                out |= {int(x) for x in f.read().split()}
-        except OSError:
-            pass
-    return out
-
-
-def cmdline(pid):
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read()
-    except OSError:
-        return None
-
-
-class ChildStopper(threading.Thread):
-    """Stops each new child of the daemon the moment it appears, while it is still the
-    daemon's copy setting up a sandbox (before it executes paddock-init), and then sends it
-    sig (to the first `most` of them). Children seen too late are let go, in `missed`."""
-
-    def __init__(self, daemon_pid, sig=signal.SIGSTOP, most=None):
-        super().__init__(daemon=True)
-        self.daemon_pid = daemon_pid
-        self.daemon_cmdline = cmdline(daemon_pid)
-        self.sig = sig
-        self.most = most
-        self.known = children(daemon_pid)
-        self.stopped = []
-        self.missed = []
-        self.done = threading.Event()
-
-    def _catch(self, pid):
-        try:
-            os.kill(pid, signal.SIGSTOP)
-        except ProcessLookupError:
-            return
-        # Stopped, it cannot exec meanwhile: its command line says which it is.
-        if cmdline(pid) != self.daemon_cmdline:
-            os.kill(pid, signal.SIGCONT)
-            self.missed.append(pid)
-            return
-        if self.sig != signal.SIGSTOP:
-            os.kill(pid, self.sig)
-        self.stopped.append(pid)
-
-    def run(self):
-        while not self.done.is_set() and (self.most is None or len(self.stopped) < self.most):
-            for pid in children(self.daemon_pid) - self.known:
-                self.known.add(pid)
-                self._catch(pid)
-
-    def finish(self):
-        self.done.set()
-        self.join(10)
-        for pid in self.stopped:
-            try:
-                os.kill(pid, signal.SIGCONT)
-            except ProcessLookupError:
-                pass
-
-
 @pytest.mark.skipif(ps.INSTALLED, reason="kills a child of the stack's own daemon")
 def test_create_outlives_a_failed_build(stacks):
     """The build a create waits for dies (its child killed as it sets up): the create does
@@ -188,7 +123,7 @@ def test_create_outlives_a_failed_build(stacks):
     daemon = st.procs["paddock-sessiond"].pid
     failed_before = st.logs(tail=10**7).count("sandbox build failed")
     for attempt in range(5):
-        killer = ChildStopper(daemon, signal.SIGKILL, most=1)
+        killer = ps.ChildStopper(daemon, signal.SIGKILL, most=1)
         killer.start()
         try:
             r = c.create()
@@ -213,7 +148,7 @@ def test_create_gives_up_after_create_wait_seconds(stacks):
     c = ps.Client(st)
     daemon = st.procs["paddock-sessiond"].pid
     for attempt in range(5):
-        stopper = ChildStopper(daemon)
+        stopper = ps.ChildStopper(daemon)
         stopper.start()
         try:
             t0 = time.monotonic()
@@ -232,7 +167,7 @@ def test_create_gives_up_after_create_wait_seconds(stacks):
     # Not before its deadline, and not much after it.
     assert 1.9 <= took <= 6, f"answered after {took:.2f} s"
     # The given-up build left nothing; the node serves again: a create succeeds and runs.
-    ps.wait_for(lambda: not (children(daemon) & set(stopper.stopped)), 10,
+    ps.wait_for(lambda: not (ps.children(daemon) & set(stopper.stopped)), 10,
                 "the stopped build child to be killed")
     sid = c.new_session()
     assert c.run(sid, "print(6*7)").stdout == "42\n"

@@ -384,8 +384,11 @@ def test_a_refill_runs_at_the_least_cpu_weight_and_a_sandbox_gets_the_default_on
         ps.wait_for(lambda: refill.extend(unclaimed_sandboxes(st, live)) or refill, 15,
                     "the refill under way")
         assert cpu_weight(refill[0])[0] == least, refill
-    # Taken at once, while its Python is still starting (or before it is built): the
-    # default weight comes when Python answers, with no call to the session.
+    # In the pool (its child done), taken at once, while its Python is likely still
+    # starting: the default weight comes when Python answers, with no call to the session.
+    # (A create that came before the child was done would have a build of its own.)
+    ps.wait_for(lambda: st.daemon_call({"op": "stats"})["pool_ready"] == 1, 15,
+                "the refill in the pool")
     sid = c.new_session()
     assert st.sandbox_name(sid) == refill[0]
     ps.wait_for(lambda: cpu_weight(refill[0])[0] == default, 15,

@@ -227,3 +227,44 @@ def test_end_sessions_destroys_what_a_stopped_daemon_left(rstack, rclient):
     rstack.restart("paddock-sessiond")
     for sid in sids:
         assert rclient.exec(sid, "code_execution", {"code": "1"}).status_code == 404
+
+
+@pytest.mark.skipif(ps.INSTALLED, reason="stops a child of the stack's own daemon")
+def test_crash_mid_build(rstack, rclient):
+    """A daemon killed while a sandbox's child sets itself up (here stopped there, as a
+    host too busy to run it would leave it): the child holds none of the daemon's fds, so a
+    call meanwhile fails at once instead of waiting on a connection no one serves, and a
+    daemon started at once gets the state dir's lock, serves, and cleans up after the crash."""
+    lock = os.path.join(rstack.state_dir, "sessiond.lock")
+    daemon = rstack.procs["paddock-sessiond"].pid
+
+    def closed_inherited(pid):
+        return lock not in ps.open_files(pid)
+
+    stopper = None
+    try:
+        for attempt in range(5):
+            stopper = ps.ChildStopper(daemon, most=1, until=closed_inherited)
+            stopper.start()
+            sid = rclient.new_session()  # takes the pool's sandbox: a refill starts
+            try:
+                ps.wait_for(lambda: stopper.stopped, 5, "a build child", interval=0.01)
+                break
+            except AssertionError:
+                stopper.finish()
+                rclient.destroy(sid)
+        assert stopper.stopped, "no build child was caught before it became init"
+        assert closed_inherited(stopper.stopped[0])
+        rstack.kill9("paddock-sessiond")
+        t0 = time.monotonic()
+        assert rclient.exec(sid, "code_execution", {"code": "1"}).status_code == 503
+        assert time.monotonic() - t0 < 10, "the call waited on the dead daemon"
+        rstack.restart("paddock-sessiond")
+        rstack.assert_alive()
+        assert rclient.run(sid, "print(6*7)").stdout == "42\n"
+    finally:
+        if stopper:
+            stopper.finish()  # its parent is gone: it fails, or the next start cleans it
+    child = stopper.stopped[0]
+    ps.wait_for(lambda: not ps.cmdline(child), 10, "the stopped child to end")
+    rclient.destroy(sid)
