@@ -1,0 +1,122 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""Circles of calls between paddock's C files.
+
+File A depends on file B when A's object refers to a global symbol B's object defines (a
+call, a callback taken by address, a shared variable): the linker's view, so nothing the
+preprocessor or a macro hides is missed. The dependencies of every object of the build
+form one graph; a strongly connected component of more than one file is a circle, printed
+with the symbols that close it. Exit status 1 when there is one.
+
+usage: call-cycles.py BUILD_DIR [--only DIR]...   (--only sessiond: files under sessiond/)
+"""
+
+import argparse
+import collections
+import os
+import subprocess
+import sys
+
+
+def objects(build):
+    """{source path relative to the tree: object path} for the project's own objects."""
+    out = {}
+    for root, _, files in os.walk(os.path.join(build, "CMakeFiles")):
+        for f in files:
+            if not f.endswith(".c.o"):
+                continue
+            rel = root.split(".dir/", 1)[1] if ".dir/" in root else None
+            if rel is None or rel.startswith(("tests", "bench", "_deps")):
+                continue
+            out[os.path.join(rel, f[:-2])] = os.path.join(root, f)
+    return out
+
+
+def symbols(obj):
+    """(defined, undefined) global symbol names of one object."""
+    r = subprocess.run(["nm", "-g", obj], capture_output=True, text=True, check=True)
+    defined, undefined = set(), set()
+    for line in r.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] == "U":
+            undefined.add(parts[1])
+        elif len(parts) == 3 and parts[1] not in ("U", "w", "v"):
+            defined.add(parts[2])
+    return defined, undefined
+
+
+def graph(objs):
+    """{file: {file it depends on: [symbols]}}."""
+    defs, uses = {}, {}
+    for src, obj in objs.items():
+        d, u = symbols(obj)
+        uses[src] = u
+        for s in d:
+            defs.setdefault(s, src)
+    g = {src: collections.defaultdict(list) for src in objs}
+    for src, u in uses.items():
+        for s in sorted(u):
+            dst = defs.get(s)
+            if dst and dst != src:
+                g[src][dst].append(s)
+    return g
+
+
+def components(g):
+    """Strongly connected components (Tarjan), each a sorted list of files."""
+    index, low, on, stack, out = {}, {}, set(), [], []
+    counter = [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in g[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            out.append(sorted(comp))
+
+    sys.setrecursionlimit(10000)
+    for v in sorted(g):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("build")
+    ap.add_argument("--only", action="append", default=[])
+    a = ap.parse_args()
+    objs = objects(a.build)
+    if not objs:
+        sys.exit(f"no objects under {a.build}/CMakeFiles: build first")
+    g = graph(objs)
+    circles = [c for c in components(g) if len(c) > 1
+               and (not a.only or any(f.startswith(tuple(a.only)) for f in c))]
+    for c in circles:
+        print(f"circle of {len(c)} files:")
+        members = set(c)
+        for f in c:
+            for dst, syms in sorted(g[f].items()):
+                if dst in members:
+                    print(f"  {f} -> {dst}: {', '.join(syms[:4])}{' ...' if len(syms) > 4 else ''}")
+    print(f"{len(objs)} files, {sum(len(v) for v in g.values())} dependencies, "
+          f"{len(circles)} circles")
+    sys.exit(1 if circles else 0)
+
+
+if __name__ == "__main__":
+    main()
