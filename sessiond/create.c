@@ -46,13 +46,6 @@ static int session_id_new(const char *node, char *out, size_t outlen)
 	return 0;
 }
 
-static bool req_bool(json_object *req, const char *key)
-{
-	json_object *v;
-
-	return json_object_object_get_ex(req, key, &v) && json_object_get_boolean(v);
-}
-
 static bool req_is_code(json_object *req)
 {
 	const char *plane = req_string(req, "plane");

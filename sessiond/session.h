@@ -12,6 +12,7 @@
 #include "editor.h"
 #include "init_proto.h"
 #include "loop.h"
+#include "reply.h"
 #include "sandbox.h"
 #include "server.h"
 #include "store.h"
@@ -276,11 +277,6 @@ void session_remains_kill(Manager *m, const SessionRow *row);
 void session_adopt_done(Session *s);
 Session *session_find(Manager *m, const char *id, const char *tenant);
 void session_destroy(Session *s, const char *why);
-json_object *reply_error(const char *kind, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-json_object *reply_ok(void);
-const char *req_string(json_object *req, const char *key);
-bool req_int(json_object *req, const char *key, int64_t *v);
 
 json_object *session_handle(const Session *s);
 

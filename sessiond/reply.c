@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: MIT */
+/* The two sides of the daemon's protocol as sessiond handles them: replies it writes, and
+ * the fields it reads of requests (json-c objects; a field of the wrong type is absent). */
+#include "reply.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+json_object *reply_ok(void)
+{
+	json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "ok", json_object_new_boolean(true));
+	return o;
+}
+
+json_object *reply_error(const char *kind, const char *fmt, ...)
+{
+	json_object *o = json_object_new_object();
+	char detail[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(detail, sizeof(detail), fmt, ap);
+	va_end(ap);
+	json_object_object_add(o, "ok", json_object_new_boolean(false));
+	json_object_object_add(o, "error", json_object_new_string(kind));
+	json_object_object_add(o, "detail", json_object_new_string(detail));
+	return o;
+}
+
+const char *req_string(json_object *req, const char *key)
+{
+	json_object *v;
+
+	if (!json_object_object_get_ex(req, key, &v) || !json_object_is_type(v, json_type_string))
+		return NULL;
+	return json_object_get_string(v);
+}
+
+bool req_int(json_object *req, const char *key, int64_t *out)
+{
+	json_object *v;
+
+	if (!json_object_object_get_ex(req, key, &v) || !json_object_is_type(v, json_type_int))
+		return false;
+	*out = json_object_get_int64(v);
+	return true;
+}
+
+bool req_bool(json_object *req, const char *key)
+{
+	json_object *v;
+
+	return json_object_object_get_ex(req, key, &v) && json_object_get_boolean(v);
+}

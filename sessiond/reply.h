@@ -1,0 +1,20 @@
+/* SPDX-License-Identifier: MIT */
+/* Replies sessiond writes and the request fields it reads (docs/internal-protocol.md). */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <json-c/json.h>
+
+/* {"ok": true}, to add fields to. */
+json_object *reply_ok(void);
+/* {"ok": false, "error": kind, "detail": the sentence}: kind as the protocol names them. */
+json_object *reply_error(const char *kind, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* A string field, or NULL when absent or not a string. */
+const char *req_string(json_object *req, const char *key);
+/* An integer field: false when absent or not an integer. */
+bool req_int(json_object *req, const char *key, int64_t *v);
+/* A field's truth: false when absent. */
+bool req_bool(json_object *req, const char *key);
