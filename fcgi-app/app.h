@@ -26,11 +26,11 @@ typedef struct App {
 
 /* One FastCGI thread. */
 typedef struct Worker {
-	App *app;	  /* shared context */
-	unsigned id;	  /* 0..threads-1, for logs */
-	pthread_t thread; /* the thread */
-	SdClient sd;	  /* this thread's sessiond connection */
-	FCGX_Request req; /* libfcgi's request state; keeps a kept-alive connection */
+	App *app;	   /* shared context */
+	unsigned id;	   /* 0..threads-1, for logs */
+	pthread_t thread;  /* the thread */
+	SessiondClient sd; /* this thread's sessiond connection */
+	FCGX_Request req;  /* libfcgi's request state; keeps a kept-alive connection */
 } Worker;
 
 /* One request as handlers see it. */

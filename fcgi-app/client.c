@@ -14,9 +14,9 @@
 #include "json_out.h"
 #include "proto.h"
 
-int sd_client_init(SdClient *c, const char *runtime_dir, int64_t reply_timeout_s)
+int sessiond_client_init(SessiondClient *c, const char *runtime_dir, int64_t reply_timeout_s)
 {
-	*c = (SdClient){ .fd = -1, .reply_timeout_s = reply_timeout_s };
+	*c = (SessiondClient){ .fd = -1, .reply_timeout_s = reply_timeout_s };
 	if (asprintf(&c->sock_path, "%s/sessiond.sock", runtime_dir) < 0) {
 		c->sock_path = NULL;
 		return -ENOMEM;
@@ -24,14 +24,14 @@ int sd_client_init(SdClient *c, const char *runtime_dir, int64_t reply_timeout_s
 	return 0;
 }
 
-void sd_client_done(SdClient *c)
+void sessiond_client_done(SessiondClient *c)
 {
 	c->fd = safe_close(c->fd);
 	free(c->sock_path);
 	c->sock_path = NULL;
 }
 
-static int sd_connect(SdClient *c)
+static int sessiond_connect(SessiondClient *c)
 {
 	int fd = proto_connect(c->sock_path, c->reply_timeout_s);
 
@@ -42,7 +42,7 @@ static int sd_connect(SdClient *c)
 }
 
 /* Read frames up to the JSON reply; output frames ('D') are not used by this worker. */
-static int read_reply(SdClient *c, SdReply *rep)
+static int read_reply(SessiondClient *c, SessiondReply *rep)
 {
 	ProtoFrame f;
 	struct json_tokener *tok;
@@ -71,7 +71,7 @@ static int read_reply(SdClient *c, SdReply *rep)
 	return 0;
 }
 
-static void interpret(SdReply *rep)
+static void interpret(SessiondReply *rep)
 {
 	json_object *v;
 	int64_t ra;
@@ -87,20 +87,21 @@ static void interpret(SdReply *rep)
 		rep->retry_after = ra;
 }
 
-int sd_call(SdClient *c, json_object *req, enum sd_retry retry, SdReply *rep)
+int sessiond_call(SessiondClient *c, json_object *req, enum sessiond_retry retry,
+		  SessiondReply *rep)
 {
 	size_t len;
 	const char *s = json_render(req, &len);
 	int r;
 
-	*rep = (SdReply){ .fd = -1 };
+	*rep = (SessiondReply){ .fd = -1 };
 	if (!s)
 		return -ENOMEM;
 	for (int attempt = 0;; attempt++) {
-		bool may_retry = attempt == 0 && retry != SD_RETRY_NEVER;
+		bool may_retry = attempt == 0 && retry != SESSIOND_RETRY_NEVER;
 
 		if (c->fd < 0) {
-			r = sd_connect(c);
+			r = sessiond_connect(c);
 			if (r < 0)
 				return r;
 		}
@@ -113,10 +114,10 @@ int sd_call(SdClient *c, json_object *req, enum sd_retry retry, SdReply *rep)
 		}
 		r = read_reply(c, rep);
 		if (r < 0) {
-			sd_reply_clear(rep);
+			sessiond_reply_clear(rep);
 			c->fd = safe_close(c->fd);
 			/* EOF before any reply: the daemon restarted under a kept connection. */
-			if (may_retry && retry == SD_RETRY_ANY && r == -ECONNRESET)
+			if (may_retry && retry == SESSIOND_RETRY_ANY && r == -ECONNRESET)
 				continue;
 			return r;
 		}
@@ -125,14 +126,14 @@ int sd_call(SdClient *c, json_object *req, enum sd_retry retry, SdReply *rep)
 	}
 }
 
-void sd_reply_clear(SdReply *rep)
+void sessiond_reply_clear(SessiondReply *rep)
 {
 	json_putp(&rep->obj);
 	rep->fd = safe_close(rep->fd);
-	*rep = (SdReply){ .fd = -1 };
+	*rep = (SessiondReply){ .fd = -1 };
 }
 
-int sd_kind_status(const char *kind)
+int sessiond_kind_status(const char *kind)
 {
 	static const struct {
 		const char *kind;

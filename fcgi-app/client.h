@@ -8,29 +8,29 @@
 #include <json-c/json.h>
 
 /* One per thread; the connection is kept open between requests. */
-typedef struct SdClient {
+typedef struct SessiondClient {
 	char *sock_path;	 /* <runtime_dir>/sessiond.sock (owned) */
 	int fd;			 /* the connection, -1 when closed */
 	int64_t reply_timeout_s; /* how long a reply may take before we give up */
-} SdClient;
+} SessiondClient;
 
 /* A reply from sessiond. */
-typedef struct SdReply {
+typedef struct SessiondReply {
 	json_object *obj;    /* the whole reply (owned) */
 	bool ok;	     /* "ok": true */
 	const char *kind;    /* "error" on failure, borrowed from obj */
 	const char *detail;  /* "detail" on failure, borrowed from obj */
 	int64_t retry_after; /* "retry_after" with capacity, else 0 */
 	int fd;		     /* a descriptor that came with the reply (owned), or -1 */
-} SdReply;
+} SessiondReply;
 
-int sd_client_init(SdClient *c, const char *runtime_dir, int64_t reply_timeout_s);
-void sd_client_done(SdClient *c);
+int sessiond_client_init(SessiondClient *c, const char *runtime_dir, int64_t reply_timeout_s);
+void sessiond_client_done(SessiondClient *c);
 
-enum sd_retry {
-	SD_RETRY_NEVER,	  /* the request must not run twice, and holds connection state */
-	SD_RETRY_ON_SEND, /* reconnect once when the send fails: sessiond never saw it */
-	SD_RETRY_ANY,	  /* idempotent: also when the reply never came */
+enum sessiond_retry {
+	SESSIOND_RETRY_NEVER,	/* the request must not run twice, and holds connection state */
+	SESSIOND_RETRY_ON_SEND, /* reconnect once when the send fails: sessiond never saw it */
+	SESSIOND_RETRY_ANY,	/* idempotent: also when the reply never came */
 };
 
 /*
@@ -38,8 +38,9 @@ enum sd_retry {
  * when a reply arrived (ok or not: see rep->ok), or -errno when sessiond could
  * not be reached or broke the connection (the caller answers 503).
  */
-int sd_call(SdClient *c, json_object *req, enum sd_retry retry, SdReply *rep);
-void sd_reply_clear(SdReply *rep);
+int sessiond_call(SessiondClient *c, json_object *req, enum sessiond_retry retry,
+		  SessiondReply *rep);
+void sessiond_reply_clear(SessiondReply *rep);
 
 /* The HTTP status for a sessiond error kind (docs/internal-protocol.md); 500 if unknown. */
-int sd_kind_status(const char *kind);
+int sessiond_kind_status(const char *kind);

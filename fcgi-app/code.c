@@ -119,7 +119,7 @@ void code_invalid(ReqCtx *rq, const char *field, const char *type, const char *f
 	http_send_json(&rq->http, 422, o, NULL);
 }
 
-void code_sd_fail(ReqCtx *rq, int r, const SdReply *rep)
+void code_sd_fail(ReqCtx *rq, int r, const SessiondReply *rep)
 {
 	int64_t retry_after = rq->app->cfg->retry_after_seconds;
 	char retry[64];
@@ -133,7 +133,7 @@ void code_sd_fail(ReqCtx *rq, int r, const SdReply *rep)
 				 NULL, retry);
 		return;
 	}
-	status = sd_kind_status(rep->kind);
+	status = sessiond_kind_status(rep->kind);
 	if (status == 500)
 		log_err("sessiond internal error (%s): %s REQUEST_ID=%s", rep->kind,
 			rep->detail ? rep->detail : "-", rq->http.request_id);
@@ -224,14 +224,14 @@ int code_take_session_id(ReqCtx *rq, json_object *body, const char **ret)
 int code_check_cwd(ReqCtx *rq, const char *session_id, const char *cwd)
 {
 	_cleanup_json_ json_object *req = code_sd_request(rq, "list", session_id);
-	SdReply rep;
+	SessiondReply rep;
 	int r;
 
 	if (!req || json_set(req, "path", json_object_new_string(cwd)) < 0) {
 		code_fail(rq, 500, "out of memory");
 		return -1;
 	}
-	r = sd_call(&rq->w->sd, req, SD_RETRY_ANY, &rep);
+	r = sessiond_call(&rq->w->sd, req, SESSIOND_RETRY_ANY, &rep);
 	if (r < 0) {
 		code_sd_fail(rq, r, NULL);
 		return -1;
@@ -247,10 +247,10 @@ int code_check_cwd(ReqCtx *rq, const char *session_id, const char *cwd)
 				     (int)utf8_prefix_len(cwd, 200), cwd);
 		else
 			code_sd_fail(rq, r, &rep);
-		sd_reply_clear(&rep);
+		sessiond_reply_clear(&rep);
 		return -1;
 	}
-	sd_reply_clear(&rep);
+	sessiond_reply_clear(&rep);
 	return 0;
 }
 
@@ -499,7 +499,7 @@ static int create_session(ReqCtx *rq, const char *want, bool kernel, struct targ
 {
 	_cleanup_json_ json_object *req = code_sd_request(rq, "create", want);
 	const CodeRuntimes *rt = code_runtimes(rq->app->cfg);
-	SdReply rep;
+	SessiondReply rep;
 	const char *id;
 	int r;
 
@@ -510,26 +510,26 @@ static int create_session(ReqCtx *rq, const char *want, bool kernel, struct targ
 		code_fail(rq, 500, "out of memory");
 		return -1;
 	}
-	r = sd_call(&rq->w->sd, req, SD_RETRY_ON_SEND, &rep);
+	r = sessiond_call(&rq->w->sd, req, SESSIOND_RETRY_ON_SEND, &rep);
 	if (r == 0 && !rep.ok && want && rep.kind && strcmp(rep.kind, "exists") == 0) {
 		/* Another request made it first: it is there, which is what we wanted. */
 		snprintf(t->id, sizeof(t->id), "%s", want);
-		sd_reply_clear(&rep);
+		sessiond_reply_clear(&rep);
 		return 0;
 	}
 	if (r < 0 || !rep.ok) {
 		code_sd_fail(rq, r, r < 0 ? NULL : &rep);
-		sd_reply_clear(&rep);
+		sessiond_reply_clear(&rep);
 		return -1;
 	}
 	if (json_in_string(rep.obj, "session_id", &id, NULL) <= 0) {
-		sd_reply_clear(&rep);
+		sessiond_reply_clear(&rep);
 		code_fail(rq, 500, "the session daemon gave no session id");
 		return -1;
 	}
 	snprintf(t->id, sizeof(t->id), "%s", id);
 	t->created = true;
-	sd_reply_clear(&rep);
+	sessiond_reply_clear(&rep);
 	return 0;
 }
 
@@ -537,32 +537,32 @@ static int create_session(ReqCtx *rq, const char *want, bool kernel, struct targ
 static int session_exists(ReqCtx *rq, const char *id)
 {
 	_cleanup_json_ json_object *req = code_sd_request(rq, "session_info", id);
-	SdReply rep;
+	SessiondReply rep;
 	int r;
 
 	if (!req) {
 		code_fail(rq, 500, "out of memory");
 		return -1;
 	}
-	r = sd_call(&rq->w->sd, req, SD_RETRY_ANY, &rep);
+	r = sessiond_call(&rq->w->sd, req, SESSIOND_RETRY_ANY, &rep);
 	if (r == 0 && (rep.ok || (rep.kind && strcmp(rep.kind, "not_found") == 0))) {
 		bool ok = rep.ok;
 
-		sd_reply_clear(&rep);
+		sessiond_reply_clear(&rep);
 		return ok;
 	}
 	code_sd_fail(rq, r, r < 0 ? NULL : &rep);
-	sd_reply_clear(&rep);
+	sessiond_reply_clear(&rep);
 	return -1;
 }
 
 static void destroy_session(ReqCtx *rq, const char *id)
 {
 	_cleanup_json_ json_object *req = code_sd_request(rq, "destroy", id);
-	SdReply rep;
+	SessiondReply rep;
 
-	if (req && sd_call(&rq->w->sd, req, SD_RETRY_ANY, &rep) == 0)
-		sd_reply_clear(&rep);
+	if (req && sessiond_call(&rq->w->sd, req, SESSIOND_RETRY_ANY, &rep) == 0)
+		sessiond_reply_clear(&rep);
 }
 
 /*
@@ -695,7 +695,7 @@ static void answer_outcome(ReqCtx *rq, const struct exec_req *x, const CellOutco
 
 /* ---- execute: the flow ---- */
 
-static int run_cell(ReqCtx *rq, const struct exec_req *x, const char *sid, SdReply *rep)
+static int run_cell(ReqCtx *rq, const struct exec_req *x, const char *sid, SessiondReply *rep)
 {
 	_cleanup_json_ json_object *req = code_sd_request(rq, "exec", sid);
 	int r;
@@ -709,10 +709,10 @@ static int run_cell(ReqCtx *rq, const struct exec_req *x, const char *sid, SdRep
 		return -1;
 	}
 	/* Running code twice is worse than failing once: no retry after sessiond saw it. */
-	r = sd_call(&rq->w->sd, req, SD_RETRY_ON_SEND, rep);
+	r = sessiond_call(&rq->w->sd, req, SESSIOND_RETRY_ON_SEND, rep);
 	if (r < 0 || !rep->ok) {
 		code_sd_fail(rq, r, r < 0 ? NULL : rep);
-		sd_reply_clear(rep);
+		sessiond_reply_clear(rep);
 		return -1;
 	}
 	return 0;
@@ -741,7 +741,7 @@ static void execute(ReqCtx *rq, enum surface surf)
 	struct exec_req x = { .surf = surf };
 	struct target t;
 	bool kernel, refuse;
-	SdReply rep;
+	SessiondReply rep;
 	int r;
 
 	if (code_read_body(rq, false, &body) < 0 || parse_exec(rq, body, &x) < 0)
@@ -768,7 +768,7 @@ static void execute(ReqCtx *rq, enum surface surf)
 	if (r < 0)
 		return;
 	r = cell_outcome_build(rq->app->cfg, rep.obj, x.timeout, &o);
-	sd_reply_clear(&rep);
+	sessiond_reply_clear(&rep);
 	if (r < 0) {
 		code_fail(rq, 500, "out of memory");
 		return;

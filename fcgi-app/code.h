@@ -74,8 +74,8 @@ void code_fail(ReqCtx *rq, int status, const char *fmt, ...) __attribute__((form
 void code_invalid(ReqCtx *rq, const char *field, const char *type, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
-/* Answer a failed sd_call (r < 0) or a sessiond error reply in the envelope. */
-void code_sd_fail(ReqCtx *rq, int r, const SdReply *rep);
+/* Answer a failed sessiond_call (r < 0) or a sessiond error reply in the envelope. */
+void code_sd_fail(ReqCtx *rq, int r, const SessiondReply *rep);
 
 /* Read a JSON object body; an empty one gives NULL when allow_empty. Answers itself on error. */
 int code_read_body(ReqCtx *rq, bool allow_empty, json_object **ret);

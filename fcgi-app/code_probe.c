@@ -486,15 +486,15 @@ static int64_t prewarmed(ReqCtx *rq)
 {
 	_cleanup_json_ json_object *req = code_sd_request(rq, "stats", NULL);
 	int64_t native = 0, kernel = 0;
-	SdReply rep;
+	SessiondReply rep;
 
-	if (!req || sd_call(&rq->w->sd, req, SD_RETRY_ANY, &rep) < 0)
+	if (!req || sessiond_call(&rq->w->sd, req, SESSIOND_RETRY_ANY, &rep) < 0)
 		return 0;
 	if (rep.ok) {
 		json_in_int(rep.obj, "pool_ready", &native);
 		json_in_int(rep.obj, "pool_kernel_ready", &kernel);
 	}
-	sd_reply_clear(&rep);
+	sessiond_reply_clear(&rep);
 	return native + kernel;
 }
 
@@ -577,14 +577,14 @@ static json_object *sandbox_facts(ReqCtx *rq)
 {
 	_cleanup_json_ json_object *req = code_sd_request(rq, "stats", NULL);
 	json_object *o = NULL;
-	SdReply rep;
+	SessiondReply rep;
 
-	if (!req || sd_call(&rq->w->sd, req, SD_RETRY_ANY, &rep) < 0)
+	if (!req || sessiond_call(&rq->w->sd, req, SESSIOND_RETRY_ANY, &rep) < 0)
 		return NULL;
 	if (rep.ok && (o = json_object_new_object()) &&
 	    (json_copy_field(o, rep.obj, "cgroup") < 0 || json_copy_field(o, rep.obj, "node") < 0))
 		json_putp(&o);
-	sd_reply_clear(&rep);
+	sessiond_reply_clear(&rep);
 	return o;
 }
 

@@ -62,7 +62,7 @@ oom:
 }
 
 /* Call sessiond; on failure answer in the envelope and return -1. */
-static int call(ReqCtx *rq, json_object *req, enum sd_retry retry, SdReply *rep)
+static int call(ReqCtx *rq, json_object *req, enum sessiond_retry retry, SessiondReply *rep)
 {
 	int r;
 
@@ -70,10 +70,10 @@ static int call(ReqCtx *rq, json_object *req, enum sd_retry retry, SdReply *rep)
 		code_fail(rq, 500, "out of memory");
 		return -1;
 	}
-	r = sd_call(&rq->w->sd, req, retry, rep);
+	r = sessiond_call(&rq->w->sd, req, retry, rep);
 	if (r < 0 || !rep->ok) {
 		code_sd_fail(rq, r, r < 0 ? NULL : rep);
-		sd_reply_clear(rep);
+		sessiond_reply_clear(rep);
 		return -1;
 	}
 	return 0;
@@ -121,7 +121,7 @@ static int parse_create(ReqCtx *rq, json_object *body, bool jupyter, struct crea
 static int create(ReqCtx *rq, const struct create_req *c, json_object **handle)
 {
 	_cleanup_json_ json_object *req = code_sd_request(rq, "create", c->session_id);
-	SdReply rep;
+	SessiondReply rep;
 
 	if (req &&
 	    (json_set(req, "plane", json_object_new_string("code")) < 0 ||
@@ -129,20 +129,20 @@ static int create(ReqCtx *rq, const struct create_req *c, json_object **handle)
 	     json_set(req, "endpoint",
 		      json_object_new_boolean(code_runtimes(rq->app->cfg)->endpoint_ok)) < 0))
 		json_putp(&req);
-	if (call(rq, req, SD_RETRY_ON_SEND, &rep) < 0)
+	if (call(rq, req, SESSIOND_RETRY_ON_SEND, &rep) < 0)
 		return -1;
 	*handle = json_object_get(rep.obj);
-	sd_reply_clear(&rep);
+	sessiond_reply_clear(&rep);
 	return 0;
 }
 
 static void destroy_quietly(ReqCtx *rq, const char *id)
 {
 	_cleanup_json_ json_object *req = code_sd_request(rq, "destroy", id);
-	SdReply rep;
+	SessiondReply rep;
 
-	if (req && sd_call(&rq->w->sd, req, SD_RETRY_ANY, &rep) == 0)
-		sd_reply_clear(&rep);
+	if (req && sessiond_call(&rq->w->sd, req, SESSIOND_RETRY_ANY, &rep) == 0)
+		sessiond_reply_clear(&rep);
 }
 
 /* Create, then check cwd against the new workspace (a bad one undoes the create). */
@@ -173,17 +173,17 @@ void code_session_create(ReqCtx *rq)
 }
 
 /* The code plane's sessions (handles, owned by rep). -1 after answering. */
-static int list_sessions(ReqCtx *rq, SdReply *rep, json_object **list)
+static int list_sessions(ReqCtx *rq, SessiondReply *rep, json_object **list)
 {
 	_cleanup_json_ json_object *req = code_sd_request(rq, "sessions", NULL);
 
 	if (req && json_set(req, "plane", json_object_new_string("code")) < 0)
 		json_putp(&req);
-	if (call(rq, req, SD_RETRY_ANY, rep) < 0)
+	if (call(rq, req, SESSIOND_RETRY_ANY, rep) < 0)
 		return -1;
 	if (!json_object_object_get_ex(rep->obj, "sessions", list) ||
 	    !json_object_is_type(*list, json_type_array)) {
-		sd_reply_clear(rep);
+		sessiond_reply_clear(rep);
 		code_fail(rq, 500, "the session daemon sent no session list");
 		return -1;
 	}
@@ -193,7 +193,7 @@ static int list_sessions(ReqCtx *rq, SdReply *rep, json_object **list)
 void code_session_list(ReqCtx *rq)
 {
 	json_object *list, *data = json_object_new_object(), *arr = json_object_new_array();
-	SdReply rep;
+	SessiondReply rep;
 
 	if (!data || !arr || json_set(data, "sessions", arr) < 0) {
 		json_object_put(data);
@@ -210,12 +210,12 @@ void code_session_list(ReqCtx *rq)
 		if (!v || json_object_array_add(arr, v) < 0) {
 			json_object_put(v);
 			json_object_put(data);
-			sd_reply_clear(&rep);
+			sessiond_reply_clear(&rep);
 			code_fail(rq, 500, "out of memory");
 			return;
 		}
 	}
-	sd_reply_clear(&rep);
+	sessiond_reply_clear(&rep);
 	if (json_set(data, "count", json_object_new_int64((int64_t)json_object_array_length(arr))) <
 	    0) {
 		json_object_put(data);
@@ -228,12 +228,12 @@ void code_session_list(ReqCtx *rq)
 void code_session_get(ReqCtx *rq)
 {
 	_cleanup_json_ json_object *req = code_sd_request(rq, "session_info", rq->match.id);
-	SdReply rep;
+	SessiondReply rep;
 
-	if (call(rq, req, SD_RETRY_ANY, &rep) < 0)
+	if (call(rq, req, SESSIOND_RETRY_ANY, &rep) < 0)
 		return;
 	code_reply(rq, 200, true, "Session found", session_view(rep.obj));
-	sd_reply_clear(&rep);
+	sessiond_reply_clear(&rep);
 }
 
 /* destroy; *existed says whether there was a session. -1 after answering. */
@@ -241,12 +241,12 @@ static int destroy(ReqCtx *rq, const char *id, bool *existed)
 {
 	_cleanup_json_ json_object *req = code_sd_request(rq, "destroy", id);
 	json_object *v;
-	SdReply rep;
+	SessiondReply rep;
 
-	if (call(rq, req, SD_RETRY_ANY, &rep) < 0)
+	if (call(rq, req, SESSIOND_RETRY_ANY, &rep) < 0)
 		return -1;
 	*existed = json_object_object_get_ex(rep.obj, "existed", &v) && json_object_get_boolean(v);
-	sd_reply_clear(&rep);
+	sessiond_reply_clear(&rep);
 	return 0;
 }
 
@@ -294,7 +294,7 @@ static json_object *jupyter_info(json_object *h)
 void jupyter_session_list(ReqCtx *rq)
 {
 	json_object *list, *data = json_object_new_object(), *map = json_object_new_object();
-	SdReply rep;
+	SessiondReply rep;
 
 	if (!data || !map || json_set(data, "sessions", map) < 0) {
 		json_object_put(data);
@@ -314,19 +314,19 @@ void jupyter_session_list(ReqCtx *rq)
 			continue;
 		if (json_set(map, id, jupyter_info(h)) < 0) {
 			json_object_put(data);
-			sd_reply_clear(&rep);
+			sessiond_reply_clear(&rep);
 			code_fail(rq, 500, "out of memory");
 			return;
 		}
 	}
-	sd_reply_clear(&rep);
+	sessiond_reply_clear(&rep);
 	code_reply(rq, 200, true, "Sessions listed", data);
 }
 
 void jupyter_session_delete_all(ReqCtx *rq)
 {
 	json_object *list, *d;
-	SdReply rep;
+	SessiondReply rep;
 	int64_t n = 0;
 	char msg[64];
 
@@ -340,12 +340,12 @@ void jupyter_session_delete_all(ReqCtx *rq)
 		if (!handle_kernel(h) || json_in_string(h, "session_id", &id, NULL) <= 0)
 			continue;
 		if (destroy(rq, id, &existed) < 0) {
-			sd_reply_clear(&rep);
+			sessiond_reply_clear(&rep);
 			return;
 		}
 		n += existed;
 	}
-	sd_reply_clear(&rep);
+	sessiond_reply_clear(&rep);
 	d = json_object_new_object();
 	if (!d || json_set(d, "deleted", json_object_new_int64(n)) < 0) {
 		json_object_put(d);

@@ -127,7 +127,7 @@ static void metrics_get(ReqCtx *rq)
 {
 	_cleanup_free_ char *text = NULL;
 	json_object *sdreq = json_object_new_object(), *v;
-	SdReply rep = { .fd = -1 };
+	SessiondReply rep = { .fd = -1 };
 	size_t len = 0;
 	FILE *f;
 	bool up = false;
@@ -135,14 +135,14 @@ static void metrics_get(ReqCtx *rq)
 
 	if (sdreq && json_set(sdreq, "op", json_object_new_string("metrics")) == 0 &&
 	    json_set(sdreq, "request_id", json_object_new_string(rq->http.request_id)) == 0)
-		r = sd_call(&rq->w->sd, sdreq, SD_RETRY_ANY, &rep);
+		r = sessiond_call(&rq->w->sd, sdreq, SESSIOND_RETRY_ANY, &rep);
 	json_object_put(sdreq);
 	if (r < 0)
 		log_warn("metrics: sessiond unreachable: %s REQUEST_ID=%s", strerror(-r),
 			 rq->http.request_id);
 	f = open_memstream(&text, &len);
 	if (!f) {
-		sd_reply_clear(&rep);
+		sessiond_reply_clear(&rep);
 		http_error(&rq->http, 500, NULL, "out of memory");
 		return;
 	}
@@ -151,7 +151,7 @@ static void metrics_get(ReqCtx *rq)
 		fputs(json_object_get_string(v), f);
 		up = true;
 	}
-	sd_reply_clear(&rep);
+	sessiond_reply_clear(&rep);
 	fprintf(f,
 		"# HELP paddock_sessiond_up Whether the worker reached the session daemon.\n"
 		"# TYPE paddock_sessiond_up gauge\npaddock_sessiond_up %d\n",

@@ -61,7 +61,7 @@ static const char *default_detail(const char *kind)
 	return "the request could not be served";
 }
 
-void otari_sd_fail(ReqCtx *rq, int r, const SdReply *rep)
+void otari_sd_fail(ReqCtx *rq, int r, const SessiondReply *rep)
 {
 	const PaddockConfig *cfg = rq->app->cfg;
 	char retry[64];
@@ -75,7 +75,7 @@ void otari_sd_fail(ReqCtx *rq, int r, const SdReply *rep)
 		http_error(&rq->http, 503, retry, "session daemon unavailable");
 		return;
 	}
-	status = sd_kind_status(rep->kind);
+	status = sessiond_kind_status(rep->kind);
 	if (status == 500)
 		log_err("sessiond internal error (%s): %s REQUEST_ID=%s", rep->kind,
 			rep->detail ? rep->detail : "-", rq->http.request_id);
@@ -145,7 +145,7 @@ static int take_positive(ReqCtx *rq, json_object *body, const char *key, json_ob
 void otari_create(ReqCtx *rq)
 {
 	_cleanup_json_ json_object *body = NULL, *sdreq = NULL, *out = NULL;
-	SdReply rep;
+	SessiondReply rep;
 	const char *image;
 	size_t image_len;
 	json_object *sid;
@@ -169,17 +169,17 @@ void otari_create(ReqCtx *rq)
 	    json_set(sdreq, "image", json_object_new_string_len(image, (int)image_len)) < 0)
 		goto oom;
 
-	r = sd_call(&rq->w->sd, sdreq, SD_RETRY_ON_SEND, &rep);
+	r = sessiond_call(&rq->w->sd, sdreq, SESSIOND_RETRY_ON_SEND, &rep);
 	if (r < 0 || !rep.ok) {
 		otari_sd_fail(rq, r, r < 0 ? NULL : &rep);
-		sd_reply_clear(&rep);
+		sessiond_reply_clear(&rep);
 		return;
 	}
 	if (!json_object_object_get_ex(rep.obj, "session_id", &sid) ||
 	    !json_object_is_type(sid, json_type_string)) {
 		log_err("sessiond create reply without a session_id REQUEST_ID=%s",
 			rq->http.request_id);
-		sd_reply_clear(&rep);
+		sessiond_reply_clear(&rep);
 		http_error(&rq->http, 500, NULL, "the session daemon gave no session id");
 		return;
 	}
@@ -189,10 +189,10 @@ void otari_create(ReqCtx *rq)
 	    json_copy_field(out, rep.obj, "max_lifetime_seconds") < 0 ||
 	    json_copy_field(out, rep.obj, "created_at") < 0 ||
 	    json_copy_field(out, rep.obj, "last_activity_at") < 0) {
-		sd_reply_clear(&rep);
+		sessiond_reply_clear(&rep);
 		goto oom;
 	}
-	sd_reply_clear(&rep);
+	sessiond_reply_clear(&rep);
 	http_send_json(&rq->http, 201, out, NULL);
 	return;
 oom:
@@ -202,27 +202,27 @@ oom:
 void otari_destroy(ReqCtx *rq)
 {
 	_cleanup_json_ json_object *sdreq = otari_sd_request(rq, "destroy");
-	SdReply rep;
+	SessiondReply rep;
 	int r;
 
 	if (!sdreq) {
 		http_error(&rq->http, 500, NULL, "out of memory");
 		return;
 	}
-	r = sd_call(&rq->w->sd, sdreq, SD_RETRY_ANY, &rep);
+	r = sessiond_call(&rq->w->sd, sdreq, SESSIOND_RETRY_ANY, &rep);
 	/* Releasing what is already gone is success: the session is in the state asked for. */
 	if (r == 0 && (rep.ok || strcmp(rep.kind, "not_found") == 0))
 		http_send_head(&rq->http, 204, NULL, -1, NULL);
 	else
 		otari_sd_fail(rq, r, r < 0 ? NULL : &rep);
-	sd_reply_clear(&rep);
+	sessiond_reply_clear(&rep);
 }
 
 /* The tools Execute accepts, and what each becomes for sessiond. */
 struct tool {
-	const char *name;    /* the API's tool name */
-	const char *sd_tool; /* exec's "tool", or NULL for the editor */
-	const char *field;   /* input's required field, or NULL */
+	const char *name;	   /* the API's tool name */
+	const char *sessiond_tool; /* exec's "tool", or NULL for the editor */
+	const char *field;	   /* input's required field, or NULL */
 };
 
 static const struct tool tools[] = {
@@ -294,10 +294,10 @@ static int exec_request(ReqCtx *rq, json_object *body, const struct tool **tool_
 			   cfg->exec_timeout_max);
 		return -1;
 	}
-	sdreq = otari_sd_request(rq, tool->sd_tool ? "exec" : "edit");
+	sdreq = otari_sd_request(rq, tool->sessiond_tool ? "exec" : "edit");
 	if (!sdreq)
 		goto oom;
-	if (!tool->sd_tool) {
+	if (!tool->sessiond_tool) {
 		/* sessiond validates the editor's fields; its "invalid" becomes 422. */
 		if (json_set(sdreq, "input", json_object_get(input)) < 0)
 			goto oom;
@@ -323,7 +323,7 @@ static int exec_request(ReqCtx *rq, json_object *body, const struct tool **tool_
 			   tool->field);
 		return -1;
 	}
-	if (json_set(sdreq, "tool", json_object_new_string(tool->sd_tool)) < 0 ||
+	if (json_set(sdreq, "tool", json_object_new_string(tool->sessiond_tool)) < 0 ||
 	    json_set(sdreq, "code", json_object_new_string_len(text, (int)text_len)) < 0 ||
 	    json_set(sdreq, "timeout_ms", json_object_new_int64(timeout * 1000)) < 0)
 		goto oom;
@@ -434,7 +434,7 @@ void otari_exec(ReqCtx *rq)
 	const struct tool *tool;
 	char generated[9 + 24 + 1];
 	const char *tool_use_id;
-	SdReply rep;
+	SessiondReply rep;
 	int r;
 
 	if (read_json(rq, false, &body) < 0)
@@ -454,14 +454,14 @@ void otari_exec(ReqCtx *rq)
 		tool_use_id = generated;
 	}
 	/* Running code twice is worse than failing once: no retry after sessiond saw it. */
-	r = sd_call(&rq->w->sd, sdreq, SD_RETRY_ON_SEND, &rep);
+	r = sessiond_call(&rq->w->sd, sdreq, SESSIOND_RETRY_ON_SEND, &rep);
 	if (r < 0 || !rep.ok) {
 		otari_sd_fail(rq, r, r < 0 ? NULL : &rep);
-		sd_reply_clear(&rep);
+		sessiond_reply_clear(&rep);
 		return;
 	}
 	out = render_exec(tool, tool_use_id, rep.obj);
-	sd_reply_clear(&rep);
+	sessiond_reply_clear(&rep);
 	if (!out) {
 		http_error(&rq->http, 500, NULL, "out of memory");
 		return;

@@ -23,7 +23,7 @@ void otari_put(ReqCtx *rq);
 json_object *otari_sd_request(ReqCtx *rq, const char *op);
 
 /*
- * Answer a failed sd_call (r < 0: daemon unreachable) or an error reply
+ * Answer a failed sessiond_call (r < 0: daemon unreachable) or an error reply
  * (rep->ok false) with the mapped status and a detail.
  */
-void otari_sd_fail(ReqCtx *rq, int r, const SdReply *rep);
+void otari_sd_fail(ReqCtx *rq, int r, const SessiondReply *rep);

@@ -40,7 +40,7 @@ void otari_list(ReqCtx *rq)
 	_cleanup_json_ json_object *sdreq = NULL, *out = NULL;
 	_cleanup_free_ char *path = NULL;
 	json_object *files, *trunc;
-	SdReply rep;
+	SessiondReply rep;
 	int r;
 
 	if (query(rq, "path", &path) < 0)
@@ -50,10 +50,10 @@ void otari_list(ReqCtx *rq)
 	if (!sdreq || !out ||
 	    json_set(sdreq, "path", json_object_new_string(path && *path ? path : ".")) < 0)
 		goto oom;
-	r = sd_call(&rq->w->sd, sdreq, SD_RETRY_ANY, &rep);
+	r = sessiond_call(&rq->w->sd, sdreq, SESSIOND_RETRY_ANY, &rep);
 	if (r < 0 || !rep.ok) {
 		otari_sd_fail(rq, r, r < 0 ? NULL : &rep);
-		sd_reply_clear(&rep);
+		sessiond_reply_clear(&rep);
 		return;
 	}
 	if (json_object_object_get_ex(rep.obj, "files", &files) &&
@@ -63,7 +63,7 @@ void otari_list(ReqCtx *rq)
 		files = json_object_new_array();
 	trunc = json_object_new_boolean(json_object_object_get_ex(rep.obj, "truncated", &trunc) &&
 					json_object_get_boolean(trunc));
-	sd_reply_clear(&rep);
+	sessiond_reply_clear(&rep);
 	if (json_set(out, "files", files) < 0 || json_set(out, "truncated", trunc) < 0)
 		goto oom;
 	http_send_json(&rq->http, 200, out, NULL);
@@ -137,7 +137,7 @@ void otari_get(ReqCtx *rq)
 	const char *mime = NULL, *api_path = NULL;
 	char disposition[DISPOSITION_MAX], extra[DISPOSITION_MAX + 128];
 	struct stat st;
-	SdReply rep;
+	SessiondReply rep;
 	int r;
 
 	if (query(rq, "path", &path) < 0 || query(rq, "file_id", &file_id) < 0)
@@ -156,21 +156,21 @@ void otari_get(ReqCtx *rq)
 		http_error(&rq->http, 500, NULL, "out of memory");
 		return;
 	}
-	r = sd_call(&rq->w->sd, sdreq, SD_RETRY_ANY, &rep);
+	r = sessiond_call(&rq->w->sd, sdreq, SESSIOND_RETRY_ANY, &rep);
 	if (r < 0 || !rep.ok) {
 		otari_sd_fail(rq, r, r < 0 ? NULL : &rep);
-		sd_reply_clear(&rep);
+		sessiond_reply_clear(&rep);
 		return;
 	}
 	if (rep.fd < 0 || fstat(rep.fd, &st) < 0) {
 		log_err("sessiond get reply without a usable descriptor REQUEST_ID=%s",
 			rq->http.request_id);
-		sd_reply_clear(&rep);
+		sessiond_reply_clear(&rep);
 		http_error(&rq->http, 500, NULL, "the session daemon sent no file");
 		return;
 	}
 	if (S_ISDIR(st.st_mode)) {
-		sd_reply_clear(&rep);
+		sessiond_reply_clear(&rep);
 		http_error(&rq->http, 400, NULL, "the path is a directory, not a file");
 		return;
 	}
@@ -193,7 +193,7 @@ void otari_get(ReqCtx *rq)
 			 rq->http.request_id);
 		rq->http.fcgi->keepConnection = 0;
 	}
-	sd_reply_clear(&rep);
+	sessiond_reply_clear(&rep);
 }
 
 /* The state of one PutFile while the multipart body streams through. */
@@ -387,16 +387,16 @@ static const char *put_path(ReqCtx *rq, struct upload *u)
 static void put_abort(ReqCtx *rq)
 {
 	_cleanup_json_ json_object *req = otari_sd_request(rq, "put_abort");
-	SdReply rep;
+	SessiondReply rep;
 
-	if (req && sd_call(&rq->w->sd, req, SD_RETRY_NEVER, &rep) == 0)
-		sd_reply_clear(&rep);
+	if (req && sessiond_call(&rq->w->sd, req, SESSIOND_RETRY_NEVER, &rep) == 0)
+		sessiond_reply_clear(&rep);
 }
 
 static void put_commit(ReqCtx *rq, const char *path, int64_t size)
 {
 	_cleanup_json_ json_object *req = otari_sd_request(rq, "put_commit"), *out = NULL;
-	SdReply rep;
+	SessiondReply rep;
 	int r;
 
 	if (!req || json_set(req, "path", json_object_new_string(path)) < 0 ||
@@ -405,10 +405,10 @@ static void put_commit(ReqCtx *rq, const char *path, int64_t size)
 		http_error(&rq->http, 500, NULL, "out of memory");
 		return;
 	}
-	r = sd_call(&rq->w->sd, req, SD_RETRY_NEVER, &rep);
+	r = sessiond_call(&rq->w->sd, req, SESSIOND_RETRY_NEVER, &rep);
 	if (r < 0 || !rep.ok) {
 		otari_sd_fail(rq, r, r < 0 ? NULL : &rep);
-		sd_reply_clear(&rep);
+		sessiond_reply_clear(&rep);
 		if (r == 0)
 			put_abort(rq);
 		return;
@@ -416,11 +416,11 @@ static void put_commit(ReqCtx *rq, const char *path, int64_t size)
 	out = json_object_new_object();
 	if (!out || json_copy_field(out, rep.obj, "path") < 0 ||
 	    json_copy_field(out, rep.obj, "size_bytes") < 0) {
-		sd_reply_clear(&rep);
+		sessiond_reply_clear(&rep);
 		http_error(&rq->http, 500, NULL, "out of memory");
 		return;
 	}
-	sd_reply_clear(&rep);
+	sessiond_reply_clear(&rep);
 	http_send_json(&rq->http, 201, out, NULL);
 }
 
@@ -431,7 +431,7 @@ void otari_put(ReqCtx *rq)
 	char boundary[MULTIPART_BOUNDARY_MAX + 1];
 	struct upload u = { .fd = -1, .max = cfg->put_max_bytes };
 	const char *path;
-	SdReply rep;
+	SessiondReply rep;
 	int r;
 
 	r = multipart_boundary_from_content_type(rq->http.content_type, boundary, sizeof(boundary));
@@ -456,14 +456,14 @@ void otari_put(ReqCtx *rq)
 		http_error(&rq->http, 500, NULL, "out of memory");
 		return;
 	}
-	r = sd_call(&rq->w->sd, sdreq, SD_RETRY_ON_SEND, &rep);
+	r = sessiond_call(&rq->w->sd, sdreq, SESSIOND_RETRY_ON_SEND, &rep);
 	if (r < 0 || !rep.ok) {
 		otari_sd_fail(rq, r, r < 0 ? NULL : &rep);
-		sd_reply_clear(&rep);
+		sessiond_reply_clear(&rep);
 		return;
 	}
 	u.fd = TAKE_FD(rep.fd);
-	sd_reply_clear(&rep);
+	sessiond_reply_clear(&rep);
 	if (u.fd < 0) {
 		log_err("sessiond put reply without a descriptor REQUEST_ID=%s",
 			rq->http.request_id);

@@ -229,13 +229,13 @@ int server_run(App *app)
 
 		w->app = app;
 		w->id = (unsigned)started;
-		r = sd_client_init(&w->sd, cfg->runtime_dir, cfg->exec_timeout_max + 120);
+		r = sessiond_client_init(&w->sd, cfg->runtime_dir, cfg->exec_timeout_max + 120);
 		if (r < 0)
 			break;
 		FCGX_InitRequest(&w->req, app->listen_fd, 0);
 		r = -pthread_create(&w->thread, NULL, worker_main, w);
 		if (r < 0) {
-			sd_client_done(&w->sd);
+			sessiond_client_done(&w->sd);
 			break;
 		}
 	}
@@ -250,7 +250,7 @@ int server_run(App *app)
 		log_err("eventfd: %m");
 	for (size_t i = 0; i < started; i++) {
 		pthread_join(workers[i].thread, NULL);
-		sd_client_done(&workers[i].sd);
+		sessiond_client_done(&workers[i].sd);
 	}
 	code_probe_wait();
 	app->stop_fd = safe_close(app->stop_fd);

@@ -19,16 +19,23 @@ import sys
 
 
 def objects(build):
-    """{source path relative to the tree: object path} for the project's own objects."""
+    """{source path relative to the tree: object path} for the objects the build links now
+    (each target's link command names them; stale objects of moved files are left out)."""
     out = {}
-    for root, _, files in os.walk(os.path.join(build, "CMakeFiles")):
-        for f in files:
-            if not f.endswith(".c.o"):
+    cmf = os.path.join(build, "CMakeFiles")
+    for target in sorted(os.listdir(cmf)):
+        link = os.path.join(cmf, target, "link.txt")
+        if not target.endswith(".dir") or not os.path.exists(link):
+            continue
+        with open(link) as f:
+            words = f.read().split()
+        for w in words:
+            if not w.endswith(".c.o") or ".dir/" not in w:
                 continue
-            rel = root.split(".dir/", 1)[1] if ".dir/" in root else None
-            if rel is None or rel.startswith(("tests", "bench", "_deps")):
+            rel = w.split(".dir/", 1)[1][:-2]
+            if rel.startswith(("tests/", "bench/")) or rel == "schema_embed.c":
                 continue
-            out[os.path.join(rel, f[:-2])] = os.path.join(root, f)
+            out[rel] = os.path.join(build, w)
     return out
 
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The daemon's event loop: epoll over fds, one-shot timers, a before-sleep hook. */
+/* The daemon's event loop: epoll over fds and one-shot timers. */
 #pragma once
 
 #include <stdbool.h>

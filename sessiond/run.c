@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "init_steps.h"
 #include "log.h"
 #include "session.h"
 #include "utf8.h"
@@ -22,6 +23,7 @@
 /* A reply buffer larger than this goes back to the allocator once it is consumed. */
 #define LINE_KEEP_BYTES (64u << 10)
 #define RC_TIMEOUT 124
+#define RC_KILLED 137	       /* 128 + SIGKILL, as a shell reports a killed program */
 #define START_TIMEOUT_MS 60000 /* an interpreter that has not started by then is killed */
 
 /* ---- output buffers ---- */
@@ -988,7 +990,8 @@ static void on_init_error(Session *s, const struct init_msg *msg)
 {
 	Run *run = s->run;
 
-	log_warn("SESSION_ID=%s init: step %u failed: %s", s->id, msg->step, strerror(msg->status));
+	log_warn("SESSION_ID=%s init: %s failed: %s", s->id, init_step_name(msg->step),
+		 strerror(msg->status));
 	if (msg->tag < INTERP_KIND_COUNT && s->interps[msg->tag].state == INTERP_STARTING) {
 		s->interps[msg->tag].state = INTERP_DEAD;
 		pool_interp_settled(s);
@@ -1159,7 +1162,7 @@ void run_abort(Session *s, const char *why)
 		return;
 	}
 	drain_all(&s->interps[run->kind]);
-	run->return_code = 137;
+	run->return_code = RC_KILLED;
 	run->lost_state = true;
 	run_note(run, "the session was destroyed (%s) while this call ran", why);
 	/* No files or usage: the sandbox is going away. */

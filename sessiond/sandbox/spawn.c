@@ -15,11 +15,9 @@
 
 #include "cleanup.h"
 #include "clone.h"
+#include "init_proto.h"
 #include "sandbox_internal.h"
 
-/* The child's fd numbers as paddock-init finds them. */
-#define INIT_CTL_FD 3
-#define INIT_CTL_PARENT_FD 4
 /* Fds the child must keep are first moved at or above this, out of the way of 0..4. */
 #define CHILD_FD_HIGH 10
 /* How long the whole setup in the child may take before we give up on it. */

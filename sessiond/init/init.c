@@ -19,9 +19,8 @@
 
 #include "cleanup.h"
 #include "init_proto.h"
-#include "sandbox/init_steps.h"
+#include "init_steps.h"
 
-#define CTL_FD 3	 /* our end of the control socket, from sandbox_spawn() */
 #define CTL_PARENT_FD 4	 /* sessiond's end, kept so a restarted sessiond can take it back */
 #define SLOTS_MAX 64	 /* live interpreters */
 #define OUTQ_MAX 256	 /* messages waiting for sessiond to read */
@@ -86,7 +85,7 @@ static int send_now(Init *in, const struct pending *p)
 		memcpy(CMSG_DATA(c), s->fds, 4 * sizeof(int));
 	}
 	/* Never block: sessiond may be gone or busy; we keep the message for later. */
-	if (sendmsg(CTL_FD, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+	if (sendmsg(INIT_CTL_FD, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
 		return -errno;
 	return 0;
 }
@@ -464,7 +463,7 @@ static void handle_request(Init *in)
 	struct init_msg req;
 	ssize_t n;
 
-	n = recvmsg(CTL_FD, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	n = recvmsg(INIT_CTL_FD, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 	if (n < 0) {
 		if (errno != EAGAIN && errno != EINTR)
 			in->ctl_ok = false;
@@ -528,14 +527,15 @@ int main(void)
 
 	/* Nobody in the sandbox may ptrace us or open /proc/1/fd: we hold sessiond's end. */
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-	if (getsockopt(CTL_FD, SOL_SOCKET, SO_TYPE, &type, &len) < 0 || type != SOCK_SEQPACKET) {
+	if (getsockopt(INIT_CTL_FD, SOL_SOCKET, SO_TYPE, &type, &len) < 0 ||
+	    type != SOCK_SEQPACKET) {
 		fprintf(stderr,
 			"paddock-init: fd %d is not the control socket; "
 			"this program is started by paddock-sessiond\n",
-			CTL_FD);
+			INIT_CTL_FD);
 		return 2;
 	}
-	fcntl(CTL_FD, F_SETFD, FD_CLOEXEC);
+	fcntl(INIT_CTL_FD, F_SETFD, FD_CLOEXEC);
 	fcntl(CTL_PARENT_FD, F_SETFD, FD_CLOEXEC);
 
 	sigfillset(&all);
@@ -553,7 +553,7 @@ int main(void)
 
 	for (;;) {
 		struct pollfd p[2] = {
-			{ .fd = in.ctl_ok ? CTL_FD : -1,
+			{ .fd = in.ctl_ok ? INIT_CTL_FD : -1,
 			  .events = POLLIN | (in.outq_len ? POLLOUT : 0) },
 			{ .fd = in.sfd, .events = POLLIN },
 		};

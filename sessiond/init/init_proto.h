@@ -25,6 +25,13 @@ enum init_event {
 	INIT_ERROR = 105,  /* status = errno, step = what failed */
 };
 
+/*
+ * The fds paddock-init finds at exec: its end of the control socket, and sessiond's end,
+ * which it keeps so that a restarted sessiond can take the socket back (INIT_RESEND).
+ */
+#define INIT_CTL_FD 3
+#define INIT_CTL_PARENT_FD 4
+
 #define INIT_KEEP_MAX 4
 #define INIT_MSG_MAX 65536 /* a request datagram, header and blob */
 
