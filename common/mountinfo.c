@@ -23,17 +23,50 @@ bool mount_options_have(const char *opts, const char *name)
 	return false;
 }
 
+/* Past the next space-separated field of *p; -EINVAL when there is none. */
+static int skip_field(const char **p)
+{
+	const char *s = *p + strspn(*p, " ");
+	size_t n = strcspn(s, " \n");
+
+	if (n == 0)
+		return -EINVAL;
+	*p = s + n;
+	return 0;
+}
+
+/* The next field of *p into out: -EINVAL when there is none or it does not fit. */
+static int take_field(const char **p, char *out, size_t len)
+{
+	const char *s = *p + strspn(*p, " ");
+	size_t n = strcspn(s, " \n");
+
+	if (n == 0 || n >= len)
+		return -EINVAL;
+	memcpy(out, s, n);
+	out[n] = '\0';
+	*p = s + n;
+	return 0;
+}
+
 int mountinfo_parse(const char *line, MountLine *ret)
 {
-	char source[256];
-	const char *sep = strstr(line, " - ");
-	int end = -1;
+	const char *p = line, *sep;
 
-	/* The six fields come before the separator, which optional fields may precede. */
-	if (!sep ||
-	    sscanf(line, "%*s %*s %*s %*s %4095s %511s%n", ret->mnt, ret->mount_opts, &end) != 2 ||
-	    end < 0 || line + end > sep ||
-	    sscanf(sep + 3, "%63s %255s %511s", ret->fstype, source, ret->super_opts) != 3)
+	/* id, parent, maj:min and root; then the six fields' last two, which the optional
+	 * fields and the separator follow. */
+	for (int i = 0; i < 4; i++)
+		if (skip_field(&p) < 0)
+			return -EINVAL;
+	if (take_field(&p, ret->mnt, sizeof(ret->mnt)) < 0 ||
+	    take_field(&p, ret->mount_opts, sizeof(ret->mount_opts)) < 0)
+		return -EINVAL;
+	sep = strstr(p, " - ");
+	if (!sep)
+		return -EINVAL;
+	p = sep + 3;
+	if (take_field(&p, ret->fstype, sizeof(ret->fstype)) < 0 || skip_field(&p) < 0 ||
+	    take_field(&p, ret->super_opts, sizeof(ret->super_opts)) < 0)
 		return -EINVAL;
 	ret->read_only = mount_options_have(ret->mount_opts, "ro") ||
 			 mount_options_have(ret->super_opts, "ro");

@@ -398,12 +398,23 @@ static void waiting_fail(Manager *m, CreateWait *w, int r)
 	waiting_done(m, w, r);
 }
 
-void create_fail_all_waiting(Manager *m, int r)
+void create_fail_unbuilt_waiting(Manager *m, const size_t building[2], int r)
 {
-	for (int which = 0; which < 2; which++)
-		while (m->waiting[which])
-			waiting_fail(m, waiting_pop(m, which), r);
-	m->wait_timer = loop_remove(m->loop, m->wait_timer);
+	for (int which = 0; which < 2; which++) {
+		CreateWait **pp = &m->waiting[which];
+
+		/* Builds serve the oldest first: those past the builds under way have none. */
+		for (size_t i = 0; *pp && i < building[which]; i++)
+			pp = &(*pp)->next;
+		while (*pp) {
+			CreateWait *w = *pp;
+
+			*pp = w->next;
+			m->n_waiting[which]--;
+			waiting_fail(m, w, r);
+		}
+	}
+	waiting_arm(m);
 }
 
 /* Creates that waited create_wait_seconds for a sandbox give up: the host is too busy to

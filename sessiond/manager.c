@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -112,11 +113,17 @@ void zombie_free(Zombie *z)
  * The cleanup proper, in a child: removing cgroups and unmounting wait on kernel locks
  * that every sandbox build and teardown takes, and the loop should not wait with them.
  * The child shares the daemon's fd table (CLONE_FILES) and opens nothing, so it holds no
- * copy of a socket whose peer waits to see the daemon close it.
+ * copy of a socket whose peer waits to see the daemon close it; and it dies with the
+ * daemon, so that the shared table (the state dir's lock, the listening socket, the
+ * workers' connections) does not outlive a crash. The next start cleans what it left.
  */
-static _Noreturn void zombie_cleanup_in_child(const Zombie *z)
+static _Noreturn void zombie_cleanup_in_child(const Zombie *z, pid_t daemon)
 {
-	int r = sandbox_cgroup_remove_wait(z->m->env, z->id, ZOMBIE_MAX_TRIES, ZOMBIE_RETRY_MS);
+	int r;
+
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != daemon)
+		_exit(1);
+	r = sandbox_cgroup_remove_wait(z->m->env, z->id, ZOMBIE_MAX_TRIES, ZOMBIE_RETRY_MS);
 
 	if (r < 0)
 		log_warn("SESSION_ID=%s cgroup not removed: %s (cleaned at next start)", z->id,
@@ -142,13 +149,13 @@ static void on_cleanup_done(Loop *l, int fd, uint32_t events, void *data)
  * workspace; the zombie lasts until that child exits. */
 static void zombie_reap(Loop *l, Zombie *z)
 {
-	pid_t pid;
+	pid_t pid, daemon = getpid();
 
 	z->src = loop_remove(l, z->src);
 	z->pidfd = safe_close(z->pidfd);
 	pid = clone_pidfd(CLONE_FILES, &z->pidfd);
 	if (pid == 0)
-		zombie_cleanup_in_child(z);
+		zombie_cleanup_in_child(z, daemon);
 	if (pid > 0 && loop_add_fd(l, z->pidfd, EPOLLIN, on_cleanup_done, z, &z->src) == 0)
 		return;
 	if (pid < 0) {
@@ -639,7 +646,10 @@ static int state_lock(const char *state_dir, int wait_ms)
 		int r = errno == EWOULDBLOCK ? -EBUSY : -errno;
 
 		if (r != -EBUSY || waited >= wait_ms) {
-			log_err("another paddock-sessiond is running on %s", state_dir);
+			if (r == -EBUSY)
+				log_err("another paddock-sessiond is running on %s", state_dir);
+			else
+				log_err("cannot lock %s: %s", path, strerror(-r));
 			close(fd);
 			return r;
 		}
@@ -697,6 +707,7 @@ int manager_new(const PaddockConfig *cfg, Loop *loop, int lock_wait_ms, Manager 
 		log_err("cannot prepare sandboxes: %s (%s)", strerror(-r), sandbox_last_error());
 		goto fail;
 	}
+	sandbox_env_keep_in_child(m->env, m->lock_fd);
 	m->pool_warm_max = pool_warm_max(cfg);
 	log_info("cgroup %s; sessions up to %lld; %zu pool sandboxes warming at once",
 		 sandbox_env_cgroup_version(m->env), (long long)cfg->max_sessions,

@@ -12,11 +12,21 @@
 #include "session.h"
 #include "tenant.h"
 
-#define POOL_PACE_MS 20	     /* no build this soon after a hand-over */
-#define BUILD_FAILURES_MAX 3 /* builds failed in a row before waiting creates give up */
-#define BUILD_RETRY_MS 100   /* the pause after a failed build; it doubles, up to 16 times */
+#define POOL_PACE_MS 20		    /* no build this soon after a hand-over */
+#define BUILD_FAILURES_MAX 3	    /* builds failed in a row before waiting creates give up */
+#define BUILD_RETRY_MS 100	    /* the pause after a failed build; it doubles, up to 16 times */
+#define BUILD_DEADLINE_MIN_MS 10000 /* a build is given up after create_wait_seconds, or this */
 
 static void on_pool_timer(Loop *l, void *data);
+
+/* A build slower than the creates waiting for it is not given up for that alone: one who
+ * comes later may take it. */
+static uint64_t build_deadline_ms(const Manager *m)
+{
+	uint64_t wait = (uint64_t)m->cfg->create_wait_seconds * 1000;
+
+	return wait > BUILD_DEADLINE_MIN_MS ? wait : BUILD_DEADLINE_MIN_MS;
+}
 
 size_t pool_warm_max(const PaddockConfig *cfg)
 {
@@ -113,8 +123,8 @@ static void build_error_note(Manager *m, int r)
 	const char *why = sandbox_last_error();
 
 	if (r == -ETIMEDOUT)
-		snprintf(m->build_error, sizeof(m->build_error), "not ready within %lld s",
-			 (long long)m->cfg->create_wait_seconds);
+		snprintf(m->build_error, sizeof(m->build_error), "not ready within %llu ms",
+			 (unsigned long long)build_deadline_ms(m));
 	else if (r == -EUSERS)
 		snprintf(m->build_error, sizeof(m->build_error), "no free sandbox user id");
 	else
@@ -141,7 +151,7 @@ static void pool_build_failed(Manager *m, int r)
 	pause = (uint64_t)BUILD_RETRY_MS << (m->build_failures < 4 ? m->build_failures : 4);
 	m->build_retry_ms = now_ms() + pause;
 	if (m->build_failures >= BUILD_FAILURES_MAX)
-		create_fail_all_waiting(m, r);
+		create_fail_unbuilt_waiting(m, m->pool_building_fg, r);
 }
 
 /* Pool sandboxes get their own names: a session id is only known when one is taken. */
@@ -240,6 +250,7 @@ static void pool_build_complete(PoolBuild *b)
 		return;
 	}
 	m->build_failures = 0;
+	m->build_error[0] = '\0';
 	pool_push(m, which, s);
 	m->pool_built++;
 	r = session_start_interp(s, which == POOL_KERNEL ? INTERP_KERNEL : INTERP_PYTHON);
@@ -278,8 +289,8 @@ static void on_build_deadline(Loop *l, void *data)
 
 	(void)l;
 	b->timer = NULL;
-	log_warn("pool sandbox %s: not ready within %lld s, given up", b->s->rid,
-		 (long long)m->cfg->create_wait_seconds);
+	log_warn("pool sandbox %s: not ready within %llu ms, given up", b->s->rid,
+		 (unsigned long long)build_deadline_ms(m));
 	pool_build_drop(b);
 	pool_build_failed(m, -ETIMEDOUT);
 	pool_schedule(m);
@@ -312,8 +323,7 @@ static int pool_build_one(Manager *m, int which, bool background)
 		return r;
 	}
 	if (loop_add_fd(m->loop, b->p.sync_fd, EPOLLIN, on_build_ready, b, &b->src) < 0 ||
-	    loop_add_timer(m->loop, (uint64_t)m->cfg->create_wait_seconds * 1000, on_build_deadline,
-			   b, &b->timer) < 0) {
+	    loop_add_timer(m->loop, build_deadline_ms(m), on_build_deadline, b, &b->timer) < 0) {
 		loop_remove(m->loop, b->src);
 		session_build_abort(m, s, &b->p);
 		pool_build_free(b, true);

@@ -875,49 +875,71 @@ static int exit_code(int status)
 /*
  * What a call leaves running (background jobs, daemons, a fork bomb) may go on after it
  * returns, within the session's limits. When those leftovers keep the run's interpreter
- * from starting (at pids.max its fork fails; holding the memory, its start is an OOM
- * kill), paddock stops them and tries the start again, saying so in the call's stderr:
- * first every process but init and the live interpreters; if the start still fails (the
- * leftovers are an interpreter's own children, which stay its zombies until it waits for
- * them), the other interpreters too, whose state is then lost. True when the start was
- * tried again.
+ * from starting (init's fork refused at pids.max; the start killed by the OOM killer),
+ * paddock stops them and tries the start again, saying so in the call's stderr: first
+ * every process of the sandbox but init and the live interpreters; if the start still
+ * fails (the leftovers are an interpreter's own children, which stay its zombies until it
+ * waits for them), the other interpreters in the sandbox too, whose state is then lost.
+ * Interpreters outside the sandbox (the endpoint bridge) hold none of its limits and are
+ * never touched. True when the start was tried again.
  */
 static bool run_clear_leftovers(Run *run)
 {
 	Session *s = run->s;
 	bool keep_interps = run->clear_rounds == 0;
-	SandboxUsage u;
-	uint64_t kept = 1; /* init */
+	pid_t keep[1 + INTERP_KIND_COUNT];
+	size_t n = 0;
 
-	if (run->clear_rounds >= 2 || sandbox_usage(s->m->env, s->rid, &u) < 0)
+	if (run->clear_rounds >= 2)
 		return false;
 	run->clear_rounds++;
+	keep[n++] = s->sb.pid;
 	for (int k = 0; keep_interps && k < INTERP_KIND_COUNT; k++)
-		kept += s->interps[k].state == INTERP_READY && !interp_on_host(k);
-	if (u.pids_current <= kept || kill_processes(s, keep_interps) != 0)
+		if (!interp_on_host(k) && s->interps[k].state == INTERP_READY &&
+		    s->interps[k].host_pid > 0)
+			keep[n++] = s->interps[k].host_pid;
+	/* The cgroup's way only: it is synchronous, and init's answer would come too late. */
+	if (sandbox_cgroup_kill(s->m->env, s->rid, keep, n) < 0)
 		return false;
-	if (!keep_interps)
-		interps_all_dead(s);
-	run->leftovers += u.pids_current - kept;
-	log_info("SESSION_ID=%s stopped %llu leftover processes%s to start its interpreter", s->id,
-		 (unsigned long long)(u.pids_current - kept),
-		 keep_interps ? "" : ", interpreters included");
+	for (int k = 0; k < INTERP_KIND_COUNT; k++)
+		if (!interp_on_host(k) && s->interps[k].state != INTERP_DEAD) {
+			if (keep_interps && s->interps[k].state == INTERP_READY) {
+				s->interps[k].reap = true;
+				continue;
+			}
+			drain_all(&s->interps[k]);
+			interp_close(&s->interps[k]);
+		}
+	run->cleared = true;
+	log_info("SESSION_ID=%s stopped the processes earlier calls left%s to start its "
+		 "interpreter",
+		 s->id, keep_interps ? "" : ", interpreters included");
 	run_note(run,
-		 "paddock stopped %llu processes that earlier calls left running%s: they held the "
+		 "paddock stopped the processes that earlier calls left running%s: they held the "
 		 "session's limits, and the interpreter could not start",
-		 (unsigned long long)run->leftovers,
 		 keep_interps ? "" : ", the other interpreters included (their state is lost)");
 	return interp_spawn(s, run->kind) == 0;
+}
+
+/* Whether the run's interpreter was killed for memory as it started. */
+static bool start_oom_killed(Run *run, int status)
+{
+	SandboxUsage u;
+
+	if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGKILL)
+		return false;
+	read_counters(run->s, &u, false);
+	return u.oom_kills > run->usage0.oom_kills;
 }
 
 /* The run's interpreter could not start (why: a sentence): the call fails saying so. */
 static void run_start_failed(Run *run, const char *why)
 {
-	if (run->leftovers)
+	if (run->cleared)
 		run_note(run,
-			 "the interpreter could not be started: %s (after stopping %llu processes "
+			 "the interpreter could not be started: %s (after stopping the processes "
 			 "that earlier calls left running)",
-			 why, (unsigned long long)run->leftovers);
+			 why);
 	else
 		run_note(run, "the interpreter could not be started: %s", why);
 	run->return_code = 1;
@@ -960,7 +982,7 @@ void interp_exited(Session *s, enum interp_kind kind, pid_t pid, int status)
 		char why[64];
 
 		interp_close(ip);
-		if (run_clear_leftovers(run))
+		if (start_oom_killed(run, status) && run_clear_leftovers(run))
 			return;
 		if (WIFSIGNALED(status))
 			snprintf(why, sizeof(why), "killed by signal %d", WTERMSIG(status));
@@ -1003,7 +1025,7 @@ static void on_init_error(Session *s, const struct init_msg *msg)
 		return;
 	}
 	if (run && run->phase == RUN_STARTING && s->interps[run->kind].state == INTERP_DEAD &&
-	    !run_clear_leftovers(run))
+	    !(msg->step == INIT_STEP_FORK && msg->status == EAGAIN && run_clear_leftovers(run)))
 		run_start_failed(run, strerror(msg->status));
 }
 

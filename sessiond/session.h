@@ -107,7 +107,7 @@ struct Run {
 	bool interrupted_ok;	  /* the interpreter answered after SIGINT */
 	bool lost_state;	  /* interpreter killed; a new one will start */
 	unsigned clear_rounds;	  /* times leftovers were stopped so that it could start */
-	uint64_t leftovers;	  /* processes of earlier calls stopped for this one */
+	bool cleared;		  /* processes of earlier calls were stopped for it */
 	int return_code;
 	json_object *reply; /* the interpreter's reply object (python), owned */
 	char *note;	    /* text appended to stderr, owned */
@@ -263,8 +263,9 @@ void session_index_free(Manager *m);
 void op_create(Manager *m, Conn *c, json_object *req);
 /* Hand the sandboxes now in the pool to the creates waiting for one, oldest first. */
 void create_serve_waiting(Manager *m, int which);
-/* Builds keep failing (r as from a build): every waiting create gets the error. */
-void create_fail_all_waiting(Manager *m, int r);
+/* Builds keep failing (r as from a build): the waiting creates beyond the oldest
+ * `building` (those a build under way will serve) get the error. */
+void create_fail_unbuilt_waiting(Manager *m, const size_t building[2], int r);
 size_t create_waiting_total(const Manager *m);
 /* Waiting creates of this tenant (their followers, which wait for the same id, aside). */
 size_t create_waiting_of_tenant(const Manager *m, const char *tenant);

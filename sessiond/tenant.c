@@ -282,8 +282,8 @@ static void label_value_write(FILE *f, const char *v)
 	}
 }
 
-/* Each tenant's sandboxes' CPU time into its entry's scratch, from the counter files the
- * sessions keep open (opened here for one that has run no call yet). */
+/* Each tenant's sandboxes' CPU time into its entry's scratch: from the counter files a
+ * session keeps open once it has run a call, else read once (nothing kept open for it). */
 static void tenant_cpu_sum(Manager *m, TenantTable *t)
 {
 	for (size_t i = 0; i < t->cap; i++)
@@ -295,9 +295,8 @@ static void tenant_cpu_sum(Manager *m, TenantTable *t)
 
 		if (!s->tenant || !(e = *entry_link(t, s->tenant, tenant_hash(s->tenant))))
 			continue;
-		if (!s->counters && sandbox_counters_open(m->env, s->rid, &s->counters) < 0)
-			continue;
-		if (sandbox_counters_read(s->counters, &u, false) == 0)
+		if (s->counters ? sandbox_counters_read(s->counters, &u, false) == 0 :
+				  sandbox_usage(m->env, s->rid, &u) == 0)
 			e->cpu_ns += u.cpu_ns;
 	}
 }

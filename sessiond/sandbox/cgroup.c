@@ -433,6 +433,7 @@ static int v2_setup(SandboxEnv *env, const char *cgroup_root, const char *instan
 		return -ENAMETOOLONG;
 	if (asprintf(&h->parent, "%s/sessions-%s", own_dir, instance) < 0)
 		return -ENOMEM;
+	env->cgroup_parent_ours = true;
 
 	/*
 	 * A non-root cgroup with processes cannot give controllers to its children
@@ -517,6 +518,7 @@ int cgroup_env_setup(SandboxEnv *env, const char *cgroup_root, const char *insta
 		return v2_setup(env, cgroup_root, instance);
 
 	snprintf(v1_default, sizeof(v1_default), "paddock/%s", instance);
+	env->cgroup_parent_ours = !(cgroup_root && *cgroup_root);
 	r = v1_find_hierarchies(
 		env, cgroup_root && *cgroup_root ? cgroup_root_relative(cgroup_root) : v1_default,
 		from_unit);
@@ -536,6 +538,11 @@ int cgroup_env_setup(SandboxEnv *env, const char *cgroup_root, const char *insta
 void cgroup_env_clear(SandboxEnv *env)
 {
 	for (size_t i = 0; i < env->n_hier; i++) {
+		/* The daemon's own directory goes with it once empty: a state dir of tests, or
+		 * of a node taken down, leaves none behind (sessions kept keep it busy). The
+		 * tracking hierarchies' place is the unit's, not ours. */
+		if (env->cgroup_parent_ours && env->hier[i].ctrls && env->hier[i].parent)
+			(void)rmdir(env->hier[i].parent);
 		free(env->hier[i].mount);
 		free(env->hier[i].parent);
 	}

@@ -242,6 +242,7 @@ int sandbox_env_new(const PaddockConfig *cfg, SandboxEnv **ret)
 	if (!env)
 		return -ENOMEM;
 	env->init_fd = -1;
+	env->keep_in_child_fd = -1;
 	env->host_netns_fd = -1;
 	env->egress_netns_fd = -1;
 
@@ -301,6 +302,11 @@ int sandbox_env_new(const PaddockConfig *cfg, SandboxEnv **ret)
 
 	*ret = TAKE_PTR(env);
 	return 0;
+}
+
+void sandbox_env_keep_in_child(SandboxEnv *env, int fd)
+{
+	env->keep_in_child_fd = fd;
 }
 
 SandboxEnv *sandbox_env_free(SandboxEnv *env)

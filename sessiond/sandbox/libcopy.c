@@ -25,7 +25,7 @@
 
 static int copy_file(int from_dir, int to_dir, const char *name, mode_t mode, off_t size)
 {
-	_cleanup_close_ int in = openat(from_dir, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	_cleanup_close_ int in = openat(from_dir, name, O_RDONLY | O_CLOEXEC);
 	_cleanup_close_ int out = -1;
 
 	if (in < 0)
@@ -48,8 +48,8 @@ static int copy_file(int from_dir, int to_dir, const char *name, mode_t mode, of
 	return fchmod(out, mode & 0555) < 0 ? -errno : 0;
 }
 
-/* The regular files at the top of lib_dir (the harnesses and paddock-init; caches and
- * other directories are left out). */
+/* The regular files at the top of lib_dir, links followed (lib_dir is root's: a package
+ * or a build tree may link its harnesses); caches and other directories are left out. */
 static int copy_dir(const char *from, const char *to)
 {
 	_cleanup_close_ int to_fd = open(to, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -66,7 +66,9 @@ static int copy_dir(const char *from, const char *to)
 	while (r == 0 && (errno = 0, e = readdir(d))) {
 		struct stat st;
 
-		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		if (fstatat(dirfd(d), e->d_name, &st, 0) < 0) {
+			if (errno == ENOENT)
+				continue; /* a dangling link */
 			r = -errno;
 			break;
 		}
@@ -77,6 +79,24 @@ static int copy_dir(const char *from, const char *to)
 		r = -errno;
 	closedir(d);
 	return r;
+}
+
+/* What every sandbox runs: without them the copy is useless, and so is starting. */
+static int copied_what_sandboxes_run(const char *lib_dir, const char *copy)
+{
+	static const char *const needed[] = { "paddock-init", "harness.py", "harness_native.py",
+					      "harness_channel.py" };
+	char p[PATH_MAX];
+
+	for (size_t i = 0; i < ARRAY_SIZE(needed); i++) {
+		snprintf(p, sizeof(p), "%s/%s", copy, needed[i]);
+		if (access(p, F_OK) < 0) {
+			sandbox_set_error("%s/%s is missing: a broken installation", lib_dir,
+					  needed[i]);
+			return -ENOENT;
+		}
+	}
+	return 0;
 }
 
 /* A copy left mounted by a daemon that did not stop cleanly goes first. */
@@ -109,6 +129,8 @@ int lib_copy_setup(SandboxEnv *env)
 	r = copy_dir(env->lib_dir, path);
 	if (r < 0)
 		sandbox_set_error("copying %s to %s: %s", env->lib_dir, path, strerror(-r));
+	else if ((r = copied_what_sandboxes_run(env->lib_dir, path)) < 0)
+		; /* it said what is missing */
 	else if (mount(NULL, path, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
 		       NULL) < 0) {
 		r = -errno;

@@ -147,5 +147,13 @@ int sandbox_usage(SandboxEnv *env, const char *id, SandboxUsage *ret);
 /* Ids of session cgroups and workspaces that exist on the host, for orphan cleanup. */
 int sandbox_list_leftovers(SandboxEnv *env, char ***ids_ret, size_t *n_ret);
 
+/*
+ * An fd of the daemon's that a sandbox's child keeps while it sets up (it closes all
+ * others at once): the state dir's lock, so that a daemon started after a crash waits for
+ * the dead one's children to end (they die with it, or become init) before it cleans up
+ * what they made. One; the last given counts.
+ */
+void sandbox_env_keep_in_child(SandboxEnv *env, int fd);
+
 /* Why the last failing sandbox_* call of this thread failed: step and errno, for the log. */
 const char *sandbox_last_error(void);

@@ -33,14 +33,15 @@ typedef struct CgroupHier {
 } CgroupHier;
 
 struct SandboxEnv {
-	char *state_dir;      /* owned copy of cfg->state_dir */
-	char *lib_dir;	      /* owned copy of cfg->lib_dir */
-	char *lib_copy;	      /* <state_dir>/lib: lib_dir copied on a read-only tmpfs */
-	char *root_dir;	      /* <state_dir>/root: empty mount point of every sandbox root */
-	char *workspaces_dir; /* <state_dir>/workspaces */
-	int init_fd;	      /* O_PATH fd of <lib_dir>/paddock-init */
-	int host_netns_fd;    /* our own network namespace, to return to after setns */
-	bool v2;	      /* unified hierarchy */
+	char *state_dir;	 /* owned copy of cfg->state_dir */
+	char *lib_dir;		 /* owned copy of cfg->lib_dir */
+	char *lib_copy;		 /* <state_dir>/lib: lib_dir copied on a read-only tmpfs */
+	char *root_dir;		 /* <state_dir>/root: empty mount point of every sandbox root */
+	char *workspaces_dir;	 /* <state_dir>/workspaces */
+	int init_fd;		 /* O_PATH fd of <lib_dir>/paddock-init */
+	int host_netns_fd;	 /* our own network namespace, to return to after setns */
+	bool v2;		 /* unified hierarchy */
+	bool cgroup_parent_ours; /* hier[].parent made for this state dir (no cgroup_root) */
 	CgroupHier hier[CGROUP_HIER_MAX]; /* v1: one per distinct hierarchy used */
 	size_t n_hier;
 	bool egress;			    /* give each sandbox a veth with a default route */
@@ -52,6 +53,7 @@ struct SandboxEnv {
 	int cap_last;			    /* highest capability the kernel knows */
 	struct sock_filter *seccomp_filter; /* owned BPF program, built once */
 	struct sock_fprog seccomp_prog;	    /* points at seccomp_filter, for the child */
+	int keep_in_child_fd;		    /* the daemon's lock: a child keeps it, or -1 */
 };
 
 /*

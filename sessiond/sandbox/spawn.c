@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -154,39 +155,55 @@ static _Noreturn void child_fail(struct child_args *a, unsigned step, int err)
 }
 
 /*
- * The daemon's fds (its state dir's lock, its listening socket, its workers' connections)
- * go at once rather than at exec: a child of a daemon that died mid-build would hold them
- * for as long as it sets up, the next daemon waiting for the lock and workers for replies
- * on connections no one serves. Kernels before 5.9 lack close_range: exec closes them.
+ * The daemon's fds (its listening socket, its workers' connections) go at once rather than
+ * at exec: a child of a daemon that died mid-build would hold them for as long as it sets
+ * up, workers waiting for replies on connections no one serves. The state dir's lock
+ * stays (sandbox_env_keep_in_child). Kernels before 5.9 lack close_range: exec closes them.
  */
 static void close_inherited_in_child(const struct child_args *a)
 {
-	unsigned keep[] = { (unsigned)a->sync_fd, (unsigned)a->ctl_child_fd,
-			    (unsigned)a->ctl_parent_fd, (unsigned)a->init_fd };
+	int keep[] = { a->sync_fd, a->ctl_child_fd, a->ctl_parent_fd, a->init_fd,
+		       a->env->keep_in_child_fd };
 	unsigned from = 3;
 
 	/* Ascending, so that the ranges between them can be closed in one pass. */
 	for (size_t i = 1; i < ARRAY_SIZE(keep); i++)
 		for (size_t j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
-			unsigned t = keep[j];
+			int t = keep[j];
 
 			keep[j] = keep[j - 1];
 			keep[j - 1] = t;
 		}
 	for (size_t i = 0; i < ARRAY_SIZE(keep); i++) {
-		if (keep[i] < from)
+		if (keep[i] < 0 || (unsigned)keep[i] < from)
 			continue;
-		if (keep[i] > from && syscall(SYS_close_range, from, keep[i] - 1, 0) < 0)
+		if ((unsigned)keep[i] > from &&
+		    syscall(SYS_close_range, from, (unsigned)keep[i] - 1, 0) < 0)
 			return;
-		from = keep[i] + 1;
+		from = (unsigned)keep[i] + 1;
 	}
 	(void)syscall(SYS_close_range, from, ~0U, 0);
+}
+
+/*
+ * Until it drops its privileges (setresuid clears this) the child dies with the daemon:
+ * what it made so far is then the next daemon's to clean, once the lock is free. Dead
+ * already, the daemon has hung up its end of the sync socket.
+ */
+static void die_with_parent_in_child(const struct child_args *a)
+{
+	struct pollfd p = { .fd = a->sync_fd, .events = POLLIN };
+
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 ||
+	    (poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR))))
+		_exit(127);
 }
 
 static _Noreturn void child_main(struct child_args *a, int sync_parent_fd)
 {
 	/* Our copy of the parent's end would hide the parent's death from us. */
 	close(sync_parent_fd);
+	die_with_parent_in_child(a);
 	close_inherited_in_child(a);
 	for (size_t i = 0; i < ARRAY_SIZE(child_checklist); i++) {
 		int r = child_checklist[i].run(a);

@@ -394,12 +394,34 @@ def cmdline(pid):
         return None
 
 
+def in_own_pid_namespace(pid):
+    """Whether pid was cloned into a pid namespace of its own (two NSpid levels): a
+    sandbox's child, not another child of the daemon (a cleanup, a checkpoint)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("NSpid:"):
+                    return len(line.split()) == 3
+    except OSError:
+        pass
+    return False
+
+
+def _signal(pid, sig):
+    try:
+        os.kill(pid, sig)
+        return True
+    except ProcessLookupError:
+        return False
+
+
 class ChildStopper(threading.Thread):
-    """Stops each new child of the daemon the moment it appears, while it is still the
-    daemon's copy setting up a sandbox (before it executes paddock-init), and then sends it
-    sig (to the first `most` of them). Children seen too late are let go, in `missed`.
-    until(pid): let the child run on, a little at a time, until it holds (it is stopped
-    again each time before it is checked)."""
+    """Stops each new sandbox child of the daemon the moment it appears, while it is still
+    the daemon's copy setting up a sandbox (before it executes paddock-init), and then
+    sends it sig (to the first `most` of them). Children seen too late are let go, in
+    `missed`. until(pid): let the child run on, a little at a time, until it holds (it is
+    stopped again each time before it is checked); a child for which it never holds is
+    let go too."""
 
     def __init__(self, daemon_pid, sig=signal.SIGSTOP, most=None, until=None):
         super().__init__(daemon=True)
@@ -413,24 +435,30 @@ class ChildStopper(threading.Thread):
         self.missed = []
         self.done = threading.Event()
 
+    def _let_go(self, pid):
+        _signal(pid, signal.SIGCONT)
+        self.missed.append(pid)
+
     def _catch(self, pid):
-        try:
-            os.kill(pid, signal.SIGSTOP)
-        except ProcessLookupError:
+        if not _signal(pid, signal.SIGSTOP):
+            return
+        if not in_own_pid_namespace(pid):
+            _signal(pid, signal.SIGCONT)  # not a sandbox's child
             return
         # Stopped, it cannot exec meanwhile: its command line says which it is.
         for _ in range(10000):
             if cmdline(pid) != self.daemon_cmdline:
-                os.kill(pid, signal.SIGCONT)
-                self.missed.append(pid)
-                return
+                return self._let_go(pid)
             if self.until is None or self.until(pid):
                 break
-            os.kill(pid, signal.SIGCONT)
+            _signal(pid, signal.SIGCONT)
             time.sleep(0.0002)
-            os.kill(pid, signal.SIGSTOP)
-        if self.sig != signal.SIGSTOP:
-            os.kill(pid, self.sig)
+            if not _signal(pid, signal.SIGSTOP):
+                return
+        else:
+            return self._let_go(pid)
+        if self.sig != signal.SIGSTOP and not _signal(pid, self.sig):
+            return
         self.stopped.append(pid)
 
     def run(self):
@@ -439,15 +467,12 @@ class ChildStopper(threading.Thread):
                 self.known.add(pid)
                 self._catch(pid)
 
-    def finish(self):
-        """Stop catching; the stopped children go on."""
+    def finish(self, sig=signal.SIGCONT):
+        """Stop catching; the stopped children get sig (go on, by default)."""
         self.done.set()
-        self.join(10)
+        self.join()
         for pid in self.stopped:
-            try:
-                os.kill(pid, signal.SIGCONT)
-            except ProcessLookupError:
-                pass
+            _signal(pid, sig)
 
 
 def host_workspace(stack, marker_file):

@@ -229,22 +229,46 @@ def test_end_sessions_destroys_what_a_stopped_daemon_left(rstack, rclient):
         assert rclient.exec(sid, "code_execution", {"code": "1"}).status_code == 404
 
 
+def listening_socket_inode(path):
+    """The inode of the unix socket listening on path, from /proc/net/unix."""
+    with open("/proc/net/unix") as f:
+        for line in f.readlines()[1:]:
+            fields = line.split()
+            if len(fields) >= 8 and fields[7] == path and fields[5] == "01":  # listening
+                return fields[6]
+    raise AssertionError(f"nothing listens on {path}")
+
+
+def sandbox_cgroup_of(pid):
+    """The sandbox name of the cgroup pid is in (w + 16 hex digits), or None."""
+    try:
+        with open(f"/proc/{pid}/cgroup") as f:
+            for line in f:
+                leaf = line.rstrip("\n").rsplit("/", 1)[-1]
+                if len(leaf) == 17 and leaf.startswith("w"):
+                    return leaf
+    except OSError:
+        pass
+    return None
+
+
 @pytest.mark.skipif(ps.INSTALLED, reason="stops a child of the stack's own daemon")
 def test_crash_mid_build(rstack, rclient):
-    """A daemon killed while a sandbox's child sets itself up (here stopped there, as a
-    host too busy to run it would leave it): the child holds none of the daemon's fds, so a
-    call meanwhile fails at once instead of waiting on a connection no one serves, and a
-    daemon started at once gets the state dir's lock, serves, and cleans up after the crash."""
-    lock = os.path.join(rstack.state_dir, "sessiond.lock")
+    """A daemon killed while a sandbox's child sets itself up (here stopped there, in its
+    cgroup, as a host too busy to run it would leave it): the child holds none of the
+    daemon's sockets (a call meanwhile fails at once instead of waiting on a connection no
+    one serves) and dies with the daemon, so a daemon started at once gets the state dir's
+    lock, cleans up what the child made, and serves."""
+    listener = f"socket:[{listening_socket_inode(os.path.join(rstack.run_dir, 'sessiond.sock'))}]"
     daemon = rstack.procs["paddock-sessiond"].pid
 
-    def closed_inherited(pid):
-        return lock not in ps.open_files(pid)
+    def set_up_in_its_cgroup(pid):
+        return listener not in ps.open_files(pid) and sandbox_cgroup_of(pid) is not None
 
     stopper = None
     try:
         for attempt in range(5):
-            stopper = ps.ChildStopper(daemon, most=1, until=closed_inherited)
+            stopper = ps.ChildStopper(daemon, most=1, until=set_up_in_its_cgroup)
             stopper.start()
             sid = rclient.new_session()  # takes the pool's sandbox: a refill starts
             try:
@@ -254,17 +278,20 @@ def test_crash_mid_build(rstack, rclient):
                 stopper.finish()
                 rclient.destroy(sid)
         assert stopper.stopped, "no build child was caught before it became init"
-        assert closed_inherited(stopper.stopped[0])
+        child = stopper.stopped[0]
+        rid = sandbox_cgroup_of(child)
         rstack.kill9("paddock-sessiond")
+        ps.wait_for(lambda: not ps.cmdline(child), 5, "the build child to die with the daemon")
         t0 = time.monotonic()
         assert rclient.exec(sid, "code_execution", {"code": "1"}).status_code == 503
         assert time.monotonic() - t0 < 10, "the call waited on the dead daemon"
         rstack.restart("paddock-sessiond")
         rstack.assert_alive()
         assert rclient.run(sid, "print(6*7)").stdout == "42\n"
+        assert not ps.cgroups_matching([rid]), f"the dead build's cgroup {rid} is left"
+        left = ps.mounts_under(os.path.join(rstack.state_dir, "workspaces"))
+        assert not [m for m in left if rid in m], left
     finally:
         if stopper:
-            stopper.finish()  # its parent is gone: it fails, or the next start cleans it
-    child = stopper.stopped[0]
-    ps.wait_for(lambda: not ps.cmdline(child), 10, "the stopped child to end")
+            stopper.finish(signal.SIGKILL)
     rclient.destroy(sid)

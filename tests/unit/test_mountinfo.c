@@ -37,6 +37,20 @@ static void test_parse_any_line(void)
 	CHECK(mountinfo_parse("22 1 8:1 / / rw tmpfs tmpfs rw\n", &m) == -EINVAL);
 	CHECK(mountinfo_parse("22 1 - tmpfs tmpfs rw\n", &m) == -EINVAL);
 	CHECK(mountinfo_parse("", &m) == -EINVAL);
+	/* A field longer than its buffer is refused, not cut (and the rest misread). */
+	{
+		static char line[8192];
+		int n = snprintf(line, sizeof(line), "22 1 8:1 / /");
+
+		memset(line + n, 'a', 4500);
+		snprintf(line + n + 4500, sizeof(line) - (size_t)n - 4500,
+			 " rw - tmpfs tmpfs rw\n");
+		CHECK(mountinfo_parse(line, &m) == -EINVAL);
+		n = snprintf(line, sizeof(line), "22 1 8:1 / / rw,");
+		memset(line + n, 'o', 600);
+		snprintf(line + n + 600, sizeof(line) - (size_t)n - 600, " - tmpfs tmpfs rw\n");
+		CHECK(mountinfo_parse(line, &m) == -EINVAL);
+	}
 }
 
 static void test_parse(void)
