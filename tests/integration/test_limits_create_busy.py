@@ -133,26 +133,34 @@ SLOW = {"PADDOCK_POOL_SIZE": "0", "PADDOCK_CREATE_WAIT_SECONDS": "2",
         "PADDOCK_MAX_SESSIONS": "8"}
 
 
+def create_with_build_child(st, c, sig):
+    """A create whose sandbox's child gets sig as it sets up (caught again if the build
+    finished first): its answer and how long it took. A stopped child goes on after."""
+    daemon = st.procs["paddock-sessiond"].pid
+    for attempt in range(5):
+        catcher = ps.ChildStopper(daemon, sig, most=1)
+        catcher.start()
+        try:
+            t0 = time.monotonic()
+            r = c.create()
+            took = time.monotonic() - t0
+        finally:
+            catcher.finish()
+        if catcher.stopped:
+            return r, took
+        if r.status_code == 201:
+            c.destroy(r.parsed["session_id"])  # built before it was caught: again
+    raise AssertionError("no build child was caught before it became init")
+
+
 @pytest.mark.skipif(ps.INSTALLED, reason="kills a child of the stack's own daemon")
 def test_create_outlives_a_failed_build(stacks):
     """The build a create waits for dies (its child killed as it sets up): the create does
     not inherit that build's error, it gets the next build."""
     st = stacks.get("slow", SLOW)
     c = ps.Client(st)
-    daemon = st.procs["paddock-sessiond"].pid
     failed_before = st.logs(tail=10**7).count("sandbox build failed")
-    for attempt in range(5):
-        killer = ps.ChildStopper(daemon, signal.SIGKILL, most=1)
-        killer.start()
-        try:
-            r = c.create()
-        finally:
-            killer.finish()
-        if killer.stopped:
-            break
-        if r.status_code == 201:
-            c.destroy(r.parsed["session_id"])  # built before the killer saw it: again
-    assert killer.stopped, "no build child was caught before it became init"
+    r, _ = create_with_build_child(st, c, signal.SIGKILL)
     assert r.status_code == 201, f"{r.status_code}: {r.text[:300]}"
     assert st.logs(tail=10**7).count("sandbox build failed") > failed_before, "no build failed"
     sid = r.parsed["session_id"]
@@ -165,21 +173,7 @@ def test_create_outlives_a_failed_build(stacks):
 def test_create_gives_up_after_create_wait_seconds(stacks):
     st = stacks.get("slow", SLOW)
     c = ps.Client(st)
-    daemon = st.procs["paddock-sessiond"].pid
-    for attempt in range(5):
-        stopper = ps.ChildStopper(daemon)
-        stopper.start()
-        try:
-            t0 = time.monotonic()
-            r = c.create()
-            took = time.monotonic() - t0
-        finally:
-            stopper.finish()
-        if stopper.stopped:
-            break
-        if r.status_code == 201:
-            c.destroy(r.parsed["session_id"])  # built before the stopper saw it: again
-    assert stopper.stopped, "no build child was caught before it became init"
+    r, took = create_with_build_child(st, c, signal.SIGSTOP)
     assert r.status_code == 503, f"{r.status_code} after {took:.2f} s: {r.text[:300]}"
     assert r.headers.get("Retry-After"), r.headers
     assert "within 2 s" in r.parsed["detail"], r.parsed
