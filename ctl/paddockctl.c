@@ -23,6 +23,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "cleanup.h"
+#include "clock.h"
 #include "clone.h"
 #include "config.h"
 #include "kernel_features.h"
@@ -214,21 +215,13 @@ static void fmt_bytes(char *buf, size_t len, int64_t bytes)
 	snprintf(buf, len, "%.1f%c", v, units[u]);
 }
 
-static double now_seconds(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* ---- commands ---- */
 
 static int cmd_list(const Ctl *c)
 {
 	_cleanup_json_ json_object *req = request("admin_sessions", NULL), *rep = NULL;
 	json_object *arr;
-	double now = now_seconds();
+	double now = now_real();
 	size_t n;
 
 	if (!req)
@@ -266,7 +259,7 @@ static int cmd_show(const Ctl *c, const char *id)
 {
 	_cleanup_json_ json_object *req = request("admin_sessions", NULL), *rep = NULL;
 	json_object *arr;
-	double now = now_seconds();
+	double now = now_real();
 
 	if (!req)
 		return -ENOMEM;

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "clock.h"
 #include "json_in.h"
 #include "json_out.h"
 #include "log.h"
@@ -115,23 +116,15 @@ static int spawn_with_pipe(char *const argv[], int out_fd, char *extra, pid_t *p
 	return r;
 }
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Collect a child's output until it closes the pipe or the deadline passes. */
 static bool read_until_eof(int fd, char *out, size_t outlen)
 {
-	int64_t deadline = mono_ms() + PROBE_TIMEOUT_MS;
+	int64_t deadline = (int64_t)now_ms() + PROBE_TIMEOUT_MS;
 	size_t used = 0;
 
 	for (;;) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };
-		int64_t left = deadline - mono_ms();
+		int64_t left = deadline - (int64_t)now_ms();
 		char buf[256];
 		ssize_t n;
 

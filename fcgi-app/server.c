@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "clock.h"
 #include "code.h"
 #include "log.h"
 #include "metrics.h"
@@ -21,14 +22,6 @@
 
 /* The APIs served, tried in order. The code-interpreter plane joins here. */
 static const RouteTable *const apis[] = { &otari_routes, &metrics_routes, &code_routes };
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Authentication and tenancy; answers and returns false when the request may not go on. */
 static bool admit(ReqCtx *rq)
@@ -86,7 +79,8 @@ static void dispatch(ReqCtx *rq)
 static void serve(Worker *w)
 {
 	ReqCtx rq = { .app = w->app, .w = w };
-	int64_t start = now_ms();
+	uint64_t start = now_ms();
+	int64_t took;
 
 	if (http_init(&rq.http, &w->req) < 0) {
 		http_error(&rq.http, 500, NULL, "out of memory");
@@ -98,11 +92,11 @@ static void serve(Worker *w)
 		}
 	}
 	http_finish(&rq.http);
-	metrics_observe(rq.match.route ? rq.match.route->name : NULL, rq.http.status,
-			now_ms() - start);
+	took = (int64_t)(now_ms() - start);
+	metrics_observe(rq.match.route ? rq.match.route->name : NULL, rq.http.status, took);
 	/* One line per request; never bodies, code or tokens. */
 	log_info("%s %s %d %" PRId64 "ms%s%s REQUEST_ID=%s", rq.http.method,
-		 rq.match.route ? rq.match.route->name : "-", rq.http.status, now_ms() - start,
+		 rq.match.route ? rq.match.route->name : "-", rq.http.status, took,
 		 rq.match.id[0] ? " SESSION_ID=" : "", rq.match.id, rq.http.request_id);
 	http_done(&rq.http);
 }

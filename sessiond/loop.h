@@ -2,6 +2,8 @@
 /* The daemon's event loop: epoll over fds and one-shot timers. */
 #pragma once
 
+#include "clock.h" /* now_ms(), now_real(): the loop's users keep time with it */
+
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -31,7 +33,3 @@ LoopSource *loop_remove(Loop *l, LoopSource *s);
 /* Run until loop_quit(). */
 int loop_run(Loop *l);
 void loop_quit(Loop *l);
-
-/* Milliseconds on the monotonic clock, and POSIX seconds as a double. */
-uint64_t now_ms(void);
-double now_real(void);

@@ -19,6 +19,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "cleanup.h"
+#include "clock.h"
 #include "log.h"
 #include "mountinfo.h"
 #include "sandbox_internal.h"
@@ -729,14 +730,6 @@ int sandbox_cgroup_remove_wait(SandboxEnv *env, const char *id, unsigned tries,
 #define KILL_BUDGET_MS 2000
 #define FREEZE_WAIT_MS 200
 
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static void sleep_ms(long ms)
 {
 	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
@@ -823,7 +816,7 @@ static void freeze_wait(const char *dir, enum cg_freezer how, uint64_t deadline)
 		} else {
 			return;
 		}
-		if (mono_ms() >= deadline)
+		if (now_ms() >= deadline)
 			return;
 		sleep_ms(1);
 	}
@@ -837,7 +830,7 @@ static bool only_kept_left(const char *dir, const pid_t *keep, size_t nkeep, uin
 
 		if (live <= 0)
 			return live == 0 || live == -ENOENT;
-		if (mono_ms() >= deadline)
+		if (now_ms() >= deadline)
 			return false;
 		sleep_ms(1);
 	}
@@ -845,7 +838,7 @@ static bool only_kept_left(const char *dir, const pid_t *keep, size_t nkeep, uin
 
 int cgroup_kill_dir(const char *dir, enum cg_freezer how, const pid_t *keep, size_t nkeep)
 {
-	uint64_t deadline = mono_ms() + KILL_BUDGET_MS;
+	uint64_t deadline = now_ms() + KILL_BUDGET_MS;
 	int r;
 
 	/* Nothing to spare: the kernel kills the whole cgroup in one go (v2, Linux 5.14+). */
@@ -858,7 +851,7 @@ int cgroup_kill_dir(const char *dir, enum cg_freezer how, const pid_t *keep, siz
 	 * mid-fork when the freeze began may still show up: hence the rounds.
 	 */
 	for (;;) {
-		uint64_t now = mono_ms();
+		uint64_t now = now_ms();
 		int victims;
 
 		if (now >= deadline)
@@ -879,7 +872,7 @@ int cgroup_kill_dir(const char *dir, enum cg_freezer how, const pid_t *keep, siz
 		if (victims == 0)
 			return 0;
 		if (only_kept_left(dir, keep, nkeep,
-				   mono_ms() + 50 < deadline ? mono_ms() + 50 : deadline))
+				   now_ms() + 50 < deadline ? now_ms() + 50 : deadline))
 			return 0;
 	}
 }
