@@ -135,8 +135,9 @@ static void build_error_note(Manager *m, int r)
  * A build failed. Waiting creates do not inherit its error: they wait for another build,
  * started after a pause that grows with the failures in a row, until their own deadline
  * (create_wait_seconds), since a host that is only slow builds the next one. Builds that
- * fail for a reason other than time, BUILD_FAILURES_MAX in a row, end the waits at once:
- * that host cannot build now, and its callers hear so without waiting it out.
+ * fail for a reason other than time, BUILD_FAILURES_MAX in a row, end at once the waits
+ * of the creates no build under way serves: that host cannot build now, and they hear so
+ * without waiting it out.
  */
 static void pool_build_failed(Manager *m, int r)
 {
@@ -150,7 +151,7 @@ static void pool_build_failed(Manager *m, int r)
 		m->build_failures++;
 	pause = (uint64_t)BUILD_RETRY_MS << (m->build_failures < 4 ? m->build_failures : 4);
 	m->build_retry_ms = now_ms() + pause;
-	if (m->build_failures >= BUILD_FAILURES_MAX)
+	if (r != -ETIMEDOUT && m->build_failures >= BUILD_FAILURES_MAX)
 		create_fail_unbuilt_waiting(m, m->pool_building_fg, r);
 }
 
