@@ -23,28 +23,19 @@ bool mount_options_have(const char *opts, const char *name)
 	return false;
 }
 
-/* Past the next space-separated field of *p; -EINVAL when there is none. */
-static int skip_field(const char **p)
+/* The next space-separated field of *p into out (NULL: skip it); -EINVAL when there is none
+ * or it does not fit. */
+static int next_field(const char **p, char *out, size_t len)
 {
 	const char *s = *p + strspn(*p, " ");
 	size_t n = strcspn(s, " \n");
 
-	if (n == 0)
+	if (n == 0 || (out && n >= len))
 		return -EINVAL;
-	*p = s + n;
-	return 0;
-}
-
-/* The next field of *p into out: -EINVAL when there is none or it does not fit. */
-static int take_field(const char **p, char *out, size_t len)
-{
-	const char *s = *p + strspn(*p, " ");
-	size_t n = strcspn(s, " \n");
-
-	if (n == 0 || n >= len)
-		return -EINVAL;
-	memcpy(out, s, n);
-	out[n] = '\0';
+	if (out) {
+		memcpy(out, s, n);
+		out[n] = '\0';
+	}
 	*p = s + n;
 	return 0;
 }
@@ -56,17 +47,17 @@ int mountinfo_parse(const char *line, MountLine *ret)
 	/* id, parent, maj:min and root; then the six fields' last two, which the optional
 	 * fields and the separator follow. */
 	for (int i = 0; i < 4; i++)
-		if (skip_field(&p) < 0)
+		if (next_field(&p, NULL, 0) < 0)
 			return -EINVAL;
-	if (take_field(&p, ret->mnt, sizeof(ret->mnt)) < 0 ||
-	    take_field(&p, ret->mount_opts, sizeof(ret->mount_opts)) < 0)
+	if (next_field(&p, ret->mnt, sizeof(ret->mnt)) < 0 ||
+	    next_field(&p, ret->mount_opts, sizeof(ret->mount_opts)) < 0)
 		return -EINVAL;
 	sep = strstr(p, " - ");
 	if (!sep)
 		return -EINVAL;
 	p = sep + 3;
-	if (take_field(&p, ret->fstype, sizeof(ret->fstype)) < 0 || skip_field(&p) < 0 ||
-	    take_field(&p, ret->super_opts, sizeof(ret->super_opts)) < 0)
+	if (next_field(&p, ret->fstype, sizeof(ret->fstype)) < 0 || next_field(&p, NULL, 0) < 0 ||
+	    next_field(&p, ret->super_opts, sizeof(ret->super_opts)) < 0)
 		return -EINVAL;
 	ret->read_only = mount_options_have(ret->mount_opts, "ro") ||
 			 mount_options_have(ret->super_opts, "ro");

@@ -128,8 +128,7 @@ static json_object *create_error(const Manager *m, json_object *req, int r)
 				(long long)m->cfg->create_wait_seconds);
 	else
 		e = reply_error("unavailable", "the sandbox could not be created");
-	json_object_object_add(e, "retry_after",
-			       json_object_new_int64(m->cfg->retry_after_seconds));
+	reply_retry_after(e, m->cfg->retry_after_seconds);
 	return e;
 }
 
@@ -226,8 +225,7 @@ static bool create_admit(Manager *m, Conn *c, json_object *req)
 	}
 	if (m->draining) {
 		e = reply_error("unavailable", "this node is draining: no new sessions");
-		json_object_object_add(e, "retry_after",
-				       json_object_new_int64(cfg->retry_after_seconds));
+		reply_retry_after(e, cfg->retry_after_seconds);
 		conn_reply(c, e, NULL, 0);
 		return false;
 	}
@@ -267,8 +265,7 @@ static bool create_admit(Manager *m, Conn *c, json_object *req)
 	if ((int64_t)(m->n_sessions + create_waiting_total(m)) >= cfg->max_sessions) {
 		e = reply_error("capacity", "the session limit (%lld) is reached",
 				(long long)cfg->max_sessions);
-		json_object_object_add(e, "retry_after",
-				       json_object_new_int64(cfg->retry_after_seconds));
+		reply_retry_after(e, cfg->retry_after_seconds);
 		conn_reply(c, e, NULL, 0);
 		return false;
 	}
@@ -346,13 +343,19 @@ void op_create(Manager *m, Conn *c, json_object *req)
 	pool_schedule(m);	/* starts a build for it at once */
 }
 
-static CreateWait *waiting_pop(Manager *m, int which)
+/* Take the create *pp points at out of the queue of which. */
+static CreateWait *waiting_unlink(Manager *m, int which, CreateWait **pp)
 {
-	CreateWait *w = m->waiting[which];
+	CreateWait *w = *pp;
 
-	m->waiting[which] = w->next;
+	*pp = w->next;
 	m->n_waiting[which]--;
 	return w;
+}
+
+static CreateWait *waiting_pop(Manager *m, int which)
+{
+	return waiting_unlink(m, which, &m->waiting[which]);
 }
 
 /* Free w and its followers, unanswered (their workers have gone, or the daemon stops). */
@@ -406,13 +409,8 @@ void create_fail_unbuilt_waiting(Manager *m, const size_t building[2], int r)
 		/* Builds serve the oldest first: those past the builds under way have none. */
 		for (size_t i = 0; *pp && i < building[which]; i++)
 			pp = &(*pp)->next;
-		while (*pp) {
-			CreateWait *w = *pp;
-
-			*pp = w->next;
-			m->n_waiting[which]--;
-			waiting_fail(m, w, r);
-		}
+		while (*pp)
+			waiting_fail(m, waiting_unlink(m, which, pp), r);
 	}
 	waiting_arm(m);
 }
@@ -430,15 +428,10 @@ static void on_wait_deadline(Loop *l, void *data)
 		CreateWait **pp = &m->waiting[which];
 
 		while (*pp) {
-			CreateWait *w = *pp;
-
-			if (w->deadline_ms > now) {
-				pp = &w->next;
-				continue;
-			}
-			*pp = w->next;
-			m->n_waiting[which]--;
-			waiting_fail(m, w, -ETIMEDOUT);
+			if ((*pp)->deadline_ms > now)
+				pp = &(*pp)->next;
+			else
+				waiting_fail(m, waiting_unlink(m, which, pp), -ETIMEDOUT);
 		}
 	}
 	waiting_arm(m);
@@ -485,8 +478,7 @@ void create_conn_closed(Manager *m, Conn *c)
 				*pp = heir;
 				pp = &heir->next;
 			} else {
-				*pp = w->next;
-				m->n_waiting[which]--;
+				waiting_unlink(m, which, pp);
 			}
 			waiting_free(w);
 		}

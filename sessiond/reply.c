@@ -54,3 +54,9 @@ bool req_bool(json_object *req, const char *key)
 
 	return json_object_object_get_ex(req, key, &v) && json_object_get_boolean(v);
 }
+
+json_object *reply_retry_after(json_object *e, int64_t seconds)
+{
+	json_object_object_add(e, "retry_after", json_object_new_int64(seconds));
+	return e;
+}

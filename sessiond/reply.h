@@ -12,6 +12,8 @@ json_object *reply_ok(void);
 /* {"ok": false, "error": kind, "detail": the sentence}: kind as the protocol names them. */
 json_object *reply_error(const char *kind, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/* e with "retry_after": the seconds a refused caller should wait (503 + Retry-After). */
+json_object *reply_retry_after(json_object *e, int64_t seconds);
 /* A string field, or NULL when absent or not a string. */
 const char *req_string(json_object *req, const char *key);
 /* An integer field: false when absent or not an integer. */

@@ -203,6 +203,22 @@ static int interp_spawn(Session *s, enum interp_kind kind)
 	return 0;
 }
 
+/* The host pids a kill of the session's processes spares: init, and with keep_interps the
+ * live interpreters, which are asked to collect their killed children at their next
+ * request (zombies hold pids of the limit). How many. */
+static size_t kill_keep_list(Session *s, bool keep_interps, pid_t keep[1 + INTERP_KIND_COUNT])
+{
+	size_t n = 0;
+
+	keep[n++] = s->sb.pid;
+	for (int k = 0; keep_interps && k < INTERP_KIND_COUNT; k++)
+		if (s->interps[k].state == INTERP_READY && s->interps[k].host_pid > 0) {
+			keep[n++] = s->interps[k].host_pid;
+			s->interps[k].reap = true;
+		}
+	return n;
+}
+
 /* Kill every process of the session except pid 1 and (when asked) the live interpreters.
  * The cgroup way first: it freezes the tasks, so nothing forks past it; if that fails,
  * ask init, whose INIT_KILLED then ends the wait (returns 1). */
@@ -210,19 +226,14 @@ static int kill_processes(Session *s, bool keep_interps)
 {
 	pid_t keep[1 + INTERP_KIND_COUNT];
 	struct init_msg msg = { .op = INIT_KILL };
-	size_t n = 0;
+	size_t n;
 	int k, r;
 
-	keep[n++] = s->sb.pid;
 	/* Interpreters on the host are outside the cgroup: they are signalled themselves. */
 	for (k = 0; !keep_interps && k < INTERP_KIND_COUNT; k++)
 		if (interp_on_host(k) && s->interps[k].state == INTERP_READY)
 			host_interp_stop(&s->interps[k], SIGKILL);
-	for (k = 0; keep_interps && k < INTERP_KIND_COUNT; k++)
-		if (s->interps[k].state == INTERP_READY && s->interps[k].host_pid > 0) {
-			keep[n++] = s->interps[k].host_pid;
-			s->interps[k].reap = true;
-		}
+	n = kill_keep_list(s, keep_interps, keep);
 	r = sandbox_cgroup_kill(s->m->env, s->rid, keep, n);
 	if (r == 0)
 		return 0;
@@ -888,25 +899,17 @@ static bool run_clear_leftovers(Run *run)
 	Session *s = run->s;
 	bool keep_interps = run->clear_rounds == 0;
 	pid_t keep[1 + INTERP_KIND_COUNT];
-	size_t n = 0;
+	size_t n;
 
 	if (run->clear_rounds >= 2)
 		return false;
 	run->clear_rounds++;
-	keep[n++] = s->sb.pid;
-	for (int k = 0; keep_interps && k < INTERP_KIND_COUNT; k++)
-		if (!interp_on_host(k) && s->interps[k].state == INTERP_READY &&
-		    s->interps[k].host_pid > 0)
-			keep[n++] = s->interps[k].host_pid;
+	n = kill_keep_list(s, keep_interps, keep);
 	/* The cgroup's way only: it is synchronous, and init's answer would come too late. */
 	if (sandbox_cgroup_kill(s->m->env, s->rid, keep, n) < 0)
 		return false;
-	for (int k = 0; k < INTERP_KIND_COUNT; k++)
+	for (int k = 0; !keep_interps && k < INTERP_KIND_COUNT; k++)
 		if (!interp_on_host(k) && s->interps[k].state != INTERP_DEAD) {
-			if (keep_interps && s->interps[k].state == INTERP_READY) {
-				s->interps[k].reap = true;
-				continue;
-			}
 			drain_all(&s->interps[k]);
 			interp_close(&s->interps[k]);
 		}

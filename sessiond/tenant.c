@@ -194,8 +194,7 @@ bool tenant_admit(Manager *m, Conn *c, json_object *req)
 		  req_string(req, "request_id") ?: "-", tenant, n);
 	e = reply_error("capacity", "this tenant's session limit (%lld) is reached",
 			(long long)cap);
-	json_object_object_add(e, "retry_after",
-			       json_object_new_int64(m->cfg->retry_after_seconds));
+	reply_retry_after(e, m->cfg->retry_after_seconds);
 	conn_reply(c, e, NULL, 0);
 	return false;
 }

@@ -556,12 +556,10 @@ static const char *cpu_weight_file(bool v2)
 	return v2 ? "cpu.weight" : "cpu.shares";
 }
 
-static const char *cpu_weight_value(bool v2, bool background)
+/* The least weight there is: a sandbox warming up in the pool. */
+static const char *cpu_weight_least(bool v2)
 {
-	/* The least weight there is, or the default. */
-	if (v2)
-		return background ? "1" : "100";
-	return background ? "2" : "1024";
+	return v2 ? "1" : "2";
 }
 
 static int cgroup_limits_v2(const CgroupHier *h, const char *dir, const SandboxLimits *l)
@@ -582,7 +580,7 @@ static int cgroup_limits_v2(const CgroupHier *h, const char *dir, const SandboxL
 	if (!(h->ctrls & CG_CPU))
 		return 0;
 	if (l->cpu_background) {
-		r = cg_write(dir, cpu_weight_file(true), cpu_weight_value(true, true));
+		r = cg_write(dir, cpu_weight_file(true), cpu_weight_least(true));
 		if (r < 0)
 			return r;
 	}
@@ -616,7 +614,7 @@ static int cgroup_limits_v1(const CgroupHier *h, const char *dir, const SandboxL
 		if (r < 0)
 			return r;
 		if (l->cpu_background)
-			return cg_write(dir, cpu_weight_file(false), cpu_weight_value(false, true));
+			return cg_write(dir, cpu_weight_file(false), cpu_weight_least(false));
 	}
 	return 0;
 }
@@ -1050,16 +1048,7 @@ SandboxCounters *sandbox_counters_free(SandboxCounters *c)
 
 int sandbox_cpu_foreground(SandboxEnv *env, const char *id)
 {
-	const CgroupHier *h = hier_with(env, CG_CPU);
-	char dir[PATH_MAX];
-	int r;
-
-	if (!h || !(h->ctrls & CG_CPU))
-		return 0; /* no cpu controller: nothing to weigh */
-	r = cgroup_dir(h, id, dir, sizeof(dir));
-	if (r < 0)
-		return r;
-	return cg_write(dir, cpu_weight_file(env->v2), cpu_weight_value(env->v2, false));
+	return sandbox_cpu_weight(env, id, 100); /* the default of cpu.weight; cpu.shares 1024 */
 }
 
 int sandbox_cpu_weight(SandboxEnv *env, const char *id, int64_t weight)
@@ -1072,7 +1061,7 @@ int sandbox_cpu_weight(SandboxEnv *env, const char *id, int64_t weight)
 	if (weight < 1 || weight > 10000)
 		return -EINVAL;
 	if (!h || !(h->ctrls & CG_CPU))
-		return 0;
+		return 0; /* no cpu controller: nothing to weigh */
 	r = cgroup_dir(h, id, dir, sizeof(dir));
 	if (r < 0)
 		return r;

@@ -250,9 +250,10 @@ int sandbox_env_new(const PaddockConfig *cfg, SandboxEnv **ret)
 	env->lib_dir = strdup(cfg->lib_dir);
 	env->root_dir = path_dup(cfg->state_dir, "root");
 	env->workspaces_dir = path_dup(cfg->state_dir, "workspaces");
+	env->lib_copy = path_dup(cfg->state_dir, "lib");
 	init_path = path_dup(cfg->lib_dir, "paddock-init");
 	if (!env->state_dir || !env->lib_dir || !env->root_dir || !env->workspaces_dir ||
-	    !init_path)
+	    !env->lib_copy || !init_path)
 		return -ENOMEM;
 
 	/* The state dir holds workspaces of every session: only root may look in. */
@@ -261,6 +262,8 @@ int sandbox_env_new(const PaddockConfig *cfg, SandboxEnv **ret)
 		r = mkdir_exist_ok(env->workspaces_dir, 0700);
 	if (r == 0)
 		r = mkdir_exist_ok(env->root_dir, 0755);
+	if (r == 0)
+		r = mkdir_exist_ok(env->lib_copy, 0755);
 	if (r < 0) {
 		sandbox_set_error("creating directories under %s: %s", env->state_dir,
 				  strerror(-r));
@@ -323,6 +326,7 @@ SandboxEnv *sandbox_env_free(SandboxEnv *env)
 	free(env->lib_dir);
 	free(env->root_dir);
 	free(env->workspaces_dir);
+	free(env->lib_copy);
 	free(env);
 	return NULL;
 }

@@ -108,22 +108,13 @@ static void detach_all(const char *path)
 
 int lib_copy_setup(SandboxEnv *env)
 {
-	char *path = NULL;
+	const char *path = env->lib_copy;
 	int r;
 
-	if (asprintf(&path, "%s/lib", env->state_dir) < 0)
-		return -ENOMEM;
-	if (mkdir(path, 0755) < 0 && errno != EEXIST) {
-		r = -errno;
-		sandbox_set_error("mkdir %s: %s", path, strerror(errno));
-		free(path);
-		return r;
-	}
 	detach_all(path);
 	if (mount("paddock-lib", path, "tmpfs", MS_NOSUID | MS_NODEV, LIB_COPY_OPTS) < 0) {
 		r = -errno;
 		sandbox_set_error("mounting a tmpfs on %s: %s", path, strerror(errno));
-		free(path);
 		return r;
 	}
 	r = copy_dir(env->lib_dir, path);
@@ -136,13 +127,9 @@ int lib_copy_setup(SandboxEnv *env)
 		r = -errno;
 		sandbox_set_error("making %s read-only: %s", path, strerror(errno));
 	}
-	if (r < 0) {
+	if (r < 0)
 		detach_all(path);
-		free(path);
-		return r;
-	}
-	env->lib_copy = path;
-	return 0;
+	return r;
 }
 
 void lib_copy_clear(SandboxEnv *env)
@@ -152,6 +139,4 @@ void lib_copy_clear(SandboxEnv *env)
 	/* Sandboxes still running (kept across a restart) hold their own binds of it. */
 	detach_all(env->lib_copy);
 	(void)rmdir(env->lib_copy);
-	free(env->lib_copy);
-	env->lib_copy = NULL;
 }

@@ -225,7 +225,8 @@ int caps_verify_in_child(struct child_args *a);
 int no_new_privs_in_child(struct child_args *a);
 
 /* seccomp.c */
-/* libcopy.c: what sandboxes see at /opt/paddock (the daemon's state dir lock held) */
+/* libcopy.c: what sandboxes see at /opt/paddock, on env->lib_copy (made by env.c); the
+ * daemon's state dir lock held */
 int lib_copy_setup(SandboxEnv *env);
 void lib_copy_clear(SandboxEnv *env);
 
