@@ -415,6 +415,25 @@ def _signal(pid, sig):
         return False
 
 
+def _stop(pid):
+    """SIGSTOP pid and wait until it has stopped (a signal is delivered when the process
+    next runs: until then it may still exec). False once it is gone."""
+    if not _signal(pid, signal.SIGSTOP):
+        return False
+    for _ in range(10000):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return False
+        if state in ("T", "t"):
+            return True
+        if state in ("Z", "X"):
+            return False
+        time.sleep(0.0001)
+    return False
+
+
 class ChildStopper(threading.Thread):
     """Stops each new sandbox child of the daemon the moment it appears, while it is still
     the daemon's copy setting up a sandbox (before it executes paddock-init), and then
@@ -440,7 +459,7 @@ class ChildStopper(threading.Thread):
         self.missed.append(pid)
 
     def _catch(self, pid):
-        if not _signal(pid, signal.SIGSTOP):
+        if not _stop(pid):
             return
         if not in_own_pid_namespace(pid):
             _signal(pid, signal.SIGCONT)  # not a sandbox's child
@@ -453,7 +472,7 @@ class ChildStopper(threading.Thread):
                 break
             _signal(pid, signal.SIGCONT)
             time.sleep(0.0002)
-            if not _signal(pid, signal.SIGSTOP):
+            if not _stop(pid):
                 return
         else:
             return self._let_go(pid)
