@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -391,6 +392,21 @@ static void pending_undo(SandboxEnv *env, SandboxPending *p, unsigned step, int 
 	p->ctl_fd = safe_close(p->ctl_fd);
 }
 
+/*
+ * EOF on the sync socket means that exec closed the child's end, or that the child died:
+ * one killed just before its exec closes its files before it is seen to exit. Its
+ * executable says which (a dying child has none left).
+ */
+static bool child_is_init(const SandboxEnv *env, pid_t pid)
+{
+	char path[64];
+	struct stat exe, init;
+
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+	return stat(path, &exe) == 0 && fstat(env->init_fd, &init) == 0 &&
+	       exe.st_dev == init.st_dev && exe.st_ino == init.st_ino;
+}
+
 int sandbox_spawn_finish(SandboxEnv *env, SandboxPending *p, bool wait, Sandbox *ret)
 {
 	unsigned step = STEP_RELEASE_CHILD;
@@ -401,6 +417,10 @@ int sandbox_spawn_finish(SandboxEnv *env, SandboxPending *p, bool wait, Sandbox 
 		return r; /* still setting up: p is untouched */
 	if (r == -EAGAIN)
 		r = -ETIMEDOUT;
+	if (r == 0 && !child_is_init(env, p->pid)) {
+		r = -ECHILD;
+		step = STEP_CHILD_DIED;
+	}
 	if (r < 0) {
 		pending_undo(env, p, step, r);
 		return r;
