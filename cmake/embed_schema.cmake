@@ -2,7 +2,7 @@
 # Turn schema/NNN_name.sql files into a C table, so the daemon carries its migrations.
 file(GLOB files "${DIR}/*.sql")
 list(SORT files)
-set(body "/* Generated from the files in schema/; do not edit. */\n#include \"schema.h\"\n\n")
+set(body "/* Generated from the files in schema/; do not edit. */\n#include \"core/schema.h\"\n\n")
 set(table "const SchemaMigration schema_migrations[] = {\n")
 set(i 0)
 foreach(f ${files})

@@ -19,10 +19,10 @@
 #include "config.h"
 #include "kernel_features.h"
 #include "log.h"
-#include "loop.h"
+#include "core/loop.h"
 #include "manager.h"
-#include "server.h"
-#include "store.h"
+#include "core/server.h"
+#include "core/store.h"
 
 /* The daemon's top-level context: what main() wires together. */
 typedef struct Daemon {

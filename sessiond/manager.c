@@ -21,9 +21,9 @@
 #include "cleanup.h"
 #include "clone.h"
 #include "log.h"
-#include "session.h"
-#include "tenant.h"
-#include "wsfs.h"
+#include "session/session.h"
+#include "session/tenant.h"
+#include "workspace/wsfs.h"
 
 #define ZOMBIE_RETRY_MS 20
 #define ZOMBIE_MAX_TRIES 500

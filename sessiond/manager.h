@@ -3,8 +3,8 @@
 #pragma once
 
 #include "config.h"
-#include "loop.h"
-#include "server.h"
+#include "core/loop.h"
+#include "core/server.h"
 
 typedef struct Manager Manager;
 

@@ -158,7 +158,7 @@ struct child_failure {
 	int32_t err; /* positive errno */
 };
 
-/* env.c */
+/* ids.c, error.c */
 bool sandbox_id_valid(const char *id);
 const char *sandbox_step_name(unsigned step);
 void sandbox_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

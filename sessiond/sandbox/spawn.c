@@ -17,7 +17,7 @@
 
 #include "cleanup.h"
 #include "clone.h"
-#include "init_proto.h"
+#include "init/init_proto.h"
 #include "sandbox_internal.h"
 
 /* Fds the child must keep are first moved at or above this, out of the way of 0..4. */

@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "wsfs.h"
-#include "wsname.h"
+#include "workspace/wsfs.h"
+#include "workspace/wsname.h"
 
 /* The output's promises: relative, no empty or "." component, none over NAME_MAX. */
 static void check_out(const char *out, size_t outlen, bool allow_root)

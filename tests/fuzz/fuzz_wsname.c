@@ -10,7 +10,7 @@
 
 #include "fuzz.h"
 #include "utf8.h"
-#include "wsname.h"
+#include "workspace/wsname.h"
 
 /* Names as the walk sees them: up to 255 bytes, no NUL. */
 #define NAME_BYTES 255

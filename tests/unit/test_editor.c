@@ -14,7 +14,7 @@
 #include <json-c/json.h>
 
 #include "cleanup.h"
-#include "editor.h"
+#include "workspace/editor.h"
 
 #include "unit.h"
 

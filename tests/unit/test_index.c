@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "session.h"
+#include "session/session.h"
 #include "unit.h"
 
 #define N 3000

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "mountinfo.h"
-#include "sandbox.h"
+#include "sandbox/sandbox.h"
 
 #include "unit.h"
 

@@ -3,7 +3,7 @@
 #include <stdatomic.h>
 #include <sys/mman.h>
 
-#include "sandbox_internal.h"
+#include "sandbox/sandbox_internal.h"
 #include "test_sandbox_util.h"
 
 #define ID "k1"

@@ -10,7 +10,7 @@
 
 #include <linux/netlink.h>
 
-#include "sandbox_internal.h"
+#include "sandbox/sandbox_internal.h"
 #include "test_sandbox_util.h"
 
 #define ID "sc1"

@@ -19,8 +19,8 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "init_proto.h"
-#include "sandbox.h"
+#include "init/init_proto.h"
+#include "sandbox/sandbox.h"
 #include "test_sandbox_util.h"
 
 #define ID "t1"

@@ -19,8 +19,8 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "init_proto.h"
-#include "sandbox.h"
+#include "init/init_proto.h"
+#include "sandbox/sandbox.h"
 
 #define TU_TIMEOUT_MS 10000
 

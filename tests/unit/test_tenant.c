@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "config.h"
-#include "tenant.h"
+#include "session/tenant.h"
 
 #include "unit.h"
 

@@ -20,8 +20,8 @@
 #include <json-c/json.h>
 
 #include "cleanup.h"
-#include "wsfs.h"
-#include "wsname.h"
+#include "workspace/wsfs.h"
+#include "workspace/wsname.h"
 
 #include "unit.h"
 

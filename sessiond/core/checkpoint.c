@@ -10,7 +10,7 @@
 #include "cleanup.h"
 #include "clone.h"
 #include "log.h"
-#include "session.h"
+#include "session/session.h"
 
 /* Past this many times the threshold, with no checkpoint getting through from the
  * child, the loop checkpoints itself rather than let the WAL grow without bound. */

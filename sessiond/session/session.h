@@ -9,13 +9,13 @@
 #include <time.h>
 
 #include "config.h"
-#include "editor.h"
-#include "init_proto.h"
-#include "loop.h"
-#include "reply.h"
-#include "sandbox.h"
-#include "server.h"
-#include "store.h"
+#include "workspace/editor.h"
+#include "init/init_proto.h"
+#include "core/loop.h"
+#include "core/reply.h"
+#include "sandbox/sandbox.h"
+#include "core/server.h"
+#include "core/store.h"
 
 #define SESSION_ID_MAX 128
 

@@ -9,8 +9,8 @@
 #include <sys/random.h>
 
 #include "log.h"
-#include "session.h"
-#include "tenant.h"
+#include "session/session.h"
+#include "session/tenant.h"
 
 #define POOL_PACE_MS 20		    /* no build this soon after a hand-over */
 #define BUILD_FAILURES_MAX 3	    /* builds failed in a row before waiting creates give up */

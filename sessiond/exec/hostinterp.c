@@ -17,7 +17,7 @@
 
 #include "cleanup.h"
 #include "log.h"
-#include "session.h"
+#include "session/session.h"
 
 /*
  * The endpoint tier runs user code on the operator's Jupyter Server, so its bridge

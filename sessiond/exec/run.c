@@ -13,9 +13,9 @@
 #include <unistd.h>
 
 #include "cleanup.h"
-#include "init_steps.h"
+#include "init/init_steps.h"
 #include "log.h"
-#include "session.h"
+#include "session/session.h"
 #include "utf8.h"
 
 #define READ_CHUNK 65536

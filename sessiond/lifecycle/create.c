@@ -12,8 +12,8 @@
 #include <sys/random.h>
 
 #include "log.h"
-#include "session.h"
-#include "tenant.h"
+#include "session/session.h"
+#include "session/tenant.h"
 
 /* A create that found no warm sandbox: answered when a build finishes, or at its deadline. */
 struct CreateWait {

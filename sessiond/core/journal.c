@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "log.h"
-#include "session.h"
+#include "session/session.h"
 
 #define JOURNAL_FLUSH_MS 50
 #define JOURNAL_MAX 4096

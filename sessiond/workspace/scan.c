@@ -10,7 +10,7 @@
 
 #include "cleanup.h"
 #include "log.h"
-#include "session.h"
+#include "session/session.h"
 #include "wsfs.h"
 
 /* Directory entries looked at per loop turn: a few hundred microseconds of the loop. */

@@ -12,8 +12,8 @@
 
 #include "cleanup.h"
 #include "log.h"
-#include "session.h"
-#include "tenant.h"
+#include "session/session.h"
+#include "session/tenant.h"
 
 /* Whether pid is still that session's init: its cgroup path names the session. */
 static bool init_is_session(pid_t pid, const char *id)

@@ -10,7 +10,7 @@
 
 #include "cleanup.h"
 #include "log.h"
-#include "session.h"
+#include "session/session.h"
 #include "utf8.h"
 #include "wsfs.h"
 #include "wsname.h"

@@ -7,8 +7,8 @@
 
 #include "cleanup.h"
 #include "log.h"
-#include "session.h"
-#include "tenant.h"
+#include "session/session.h"
+#include "session/tenant.h"
 
 static size_t zombie_count(const Manager *m)
 {
