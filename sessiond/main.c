@@ -17,12 +17,12 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "kernel_features.h"
-#include "log.h"
 #include "core/loop.h"
-#include "manager.h"
 #include "core/server.h"
 #include "core/store.h"
+#include "kernel_features.h"
+#include "log.h"
+#include "manager.h"
 
 /* The daemon's top-level context: what main() wires together. */
 typedef struct Daemon {

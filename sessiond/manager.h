@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* The session manager: the daemon's one context, owning every session and its sandbox. */
+/* The daemon's entry points: its one context (manager.c), owning every session and its
+ * sandbox, and the server callbacks that hand it requests (dispatch.c). */
 #pragma once
 
 #include "config.h"
@@ -15,6 +16,6 @@ int manager_new(const PaddockConfig *cfg, Loop *loop, int lock_wait_ms, Manager 
 /* Destroy every session (waiting for their sandboxes to go) and free. */
 Manager *manager_free(Manager *m);
 
-/* server callbacks */
+/* dispatch.c: the server callbacks (data is the Manager) */
 void manager_handle_request(void *m, Conn *c, struct json_object *req);
 void manager_conn_closed(void *m, Conn *c);

@@ -3,14 +3,53 @@
  * the fields it reads of requests (json-c objects; a field of the wrong type is absent). */
 #include "reply.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+
+/* What marks a reply a set failed on: its userdata points here. */
+static const char incomplete_mark;
+
+static void mark_incomplete(json_object *o)
+{
+	if (o)
+		json_object_set_userdata(o, (void *)&incomplete_mark, NULL);
+}
+
+bool reply_incomplete(json_object *o)
+{
+	return !o || json_object_get_userdata(o) == &incomplete_mark;
+}
+
+int reply_set(json_object *o, const char *key, json_object *val)
+{
+	if (val && reply_incomplete(val))
+		mark_incomplete(o);
+	if (!o || !val || json_object_object_add(o, key, val) < 0) {
+		json_object_put(val);
+		mark_incomplete(o);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+int reply_append(json_object *arr, json_object *val)
+{
+	if (val && reply_incomplete(val))
+		mark_incomplete(arr);
+	if (!arr || !val || json_object_array_add(arr, val) < 0) {
+		json_object_put(val);
+		mark_incomplete(arr);
+		return -ENOMEM;
+	}
+	return 0;
+}
 
 json_object *reply_ok(void)
 {
 	json_object *o = json_object_new_object();
 
-	json_object_object_add(o, "ok", json_object_new_boolean(true));
+	reply_set(o, "ok", json_object_new_boolean(true));
 	return o;
 }
 
@@ -23,9 +62,9 @@ json_object *reply_error(const char *kind, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(detail, sizeof(detail), fmt, ap);
 	va_end(ap);
-	json_object_object_add(o, "ok", json_object_new_boolean(false));
-	json_object_object_add(o, "error", json_object_new_string(kind));
-	json_object_object_add(o, "detail", json_object_new_string(detail));
+	reply_set(o, "ok", json_object_new_boolean(false));
+	reply_set(o, "error", json_object_new_string(kind));
+	reply_set(o, "detail", json_object_new_string(detail));
 	return o;
 }
 
@@ -57,6 +96,6 @@ bool req_bool(json_object *req, const char *key)
 
 json_object *reply_retry_after(json_object *e, int64_t seconds)
 {
-	json_object_object_add(e, "retry_after", json_object_new_int64(seconds));
+	reply_set(e, "retry_after", json_object_new_int64(seconds));
 	return e;
 }

@@ -17,6 +17,7 @@
 #include "listen.h"
 #include "log.h"
 #include "proto.h"
+#include "reply.h"
 
 #define REQUEST_MAX_DEPTH 64
 
@@ -156,11 +157,24 @@ static int conn_queue_frame(Conn *c, uint8_t type, const char *payload, size_t l
 	return 0;
 }
 
+/* What a reply that could not be built whole is answered with: made without allocating. */
+static const char incomplete_reply[] =
+	"{\"ok\":false,\"error\":\"unavailable\",\"detail\":\"the session daemon is out of memory\"}";
+
 void conn_reply(Conn *c, struct json_object *reply, int *fds, size_t nfds)
 {
-	size_t len;
-	const char *txt = json_object_to_json_string_length(reply, JSON_C_TO_STRING_PLAIN, &len);
+	size_t len = sizeof(incomplete_reply) - 1;
+	const char *txt = incomplete_reply;
 	int r;
+
+	if (!reply_incomplete(reply))
+		txt = json_object_to_json_string_length(reply, JSON_C_TO_STRING_PLAIN, &len);
+	else
+		log_err("a reply could not be built (out of memory): answered with an error");
+	if (!txt) {
+		txt = incomplete_reply;
+		len = sizeof(incomplete_reply) - 1;
+	}
 
 	c->busy = false;
 	r = conn_queue_frame(c, PROTO_JSON, txt, len);

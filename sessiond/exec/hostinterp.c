@@ -17,7 +17,8 @@
 
 #include "cleanup.h"
 #include "log.h"
-#include "session/session.h"
+#include "run.h"
+#include "sandbox_layout.h"
 
 /*
  * The endpoint tier runs user code on the operator's Jupyter Server, so its bridge
@@ -28,21 +29,6 @@
 bool interp_on_host(enum interp_kind kind)
 {
 	return kind == INTERP_ENDPOINT;
-}
-
-static void on_host_exit(Loop *l, int fd, uint32_t events, void *data)
-{
-	Interp *ip = data;
-	siginfo_t si = { 0 };
-	int status = 0;
-
-	(void)l;
-	(void)events;
-	ip->pid_src = loop_remove(ip->s->m->loop, ip->pid_src);
-	/* The daemon's SIGCHLD reaper may have taken the status first: then it is unknown. */
-	if (waitid(P_PIDFD, (id_t)fd, &si, WEXITED | WNOHANG) == 0 && si.si_pid > 0)
-		status = si.si_code == CLD_EXITED ? W_EXITCODE(si.si_status, 0) : si.si_status;
-	interp_exited(ip->s, ip->kind, ip->ns_pid, status);
 }
 
 /* Between fork and exec: only async-signal-safe calls, then exec or _exit. */
@@ -72,13 +58,13 @@ static void child_exec(int ctl, int out, int err, uid_t uid, gid_t gid, char *co
 	_exit(127);
 }
 
-int host_interp_spawn(Session *s, enum interp_kind kind)
+int host_interp_spawn(Session *s, enum interp_kind kind, pid_t *pid_out, int fds[4])
 {
 	const PaddockConfig *cfg = s->m->cfg;
 	struct passwd *pw = getpwnam(cfg->worker_user);
 	uid_t uid = pw ? pw->pw_uid : 65534;
 	gid_t gid = pw ? pw->pw_gid : 65534;
-	int sv[2] = { -1, -1 }, po[2] = { -1, -1 }, pe[2] = { -1, -1 }, fds[4];
+	int sv[2] = { -1, -1 }, po[2] = { -1, -1 }, pe[2] = { -1, -1 };
 	char endpoint[4200], sid[200], *envp[8];
 	char *const *argv = s->m->argv[kind];
 	pid_t pid;
@@ -86,7 +72,7 @@ int host_interp_spawn(Session *s, enum interp_kind kind)
 
 	snprintf(endpoint, sizeof(endpoint), "PADDOCK_JUPYTER_ENDPOINT=%s", cfg->jupyter_endpoint);
 	snprintf(sid, sizeof(sid), "PADDOCK_SESSION_ID=%s", s->id);
-	envp[0] = (char *)"PATH=/usr/local/bin:/usr/bin:/bin";
+	envp[0] = (char *)"PATH=" SANDBOX_PATH;
 	envp[1] = (char *)"HOME=/tmp";
 	envp[2] = (char *)"LANG=C.UTF-8";
 	envp[3] = (char *)"PYTHONDONTWRITEBYTECODE=1";
@@ -122,14 +108,7 @@ int host_interp_spawn(Session *s, enum interp_kind kind)
 	fds[1] = sv[0];
 	fds[2] = po[0];
 	fds[3] = pe[0];
-	s->interps[kind].state = INTERP_STARTING;
-	interp_attach(s, kind, pid, fds);
-	if (s->interps[kind].state == INTERP_DEAD)
-		return -EIO;
-	r = loop_add_fd(s->m->loop, pidfd, EPOLLIN, on_host_exit, &s->interps[kind],
-			&s->interps[kind].pid_src);
-	if (r < 0)
-		log_warn("SESSION_ID=%s cannot watch the endpoint bridge: %s", s->id, strerror(-r));
+	*pid_out = pid;
 	return 0;
 fail:
 	for (int i = 0; i < 2; i++) {

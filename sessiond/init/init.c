@@ -20,6 +20,7 @@
 #include "cleanup.h"
 #include "init_proto.h"
 #include "init_steps.h"
+#include "sandbox_layout.h"
 
 #define CTL_PARENT_FD 4	 /* sessiond's end, kept so a restarted sessiond can take it back */
 #define SLOTS_MAX 64	 /* live interpreters */
@@ -250,7 +251,7 @@ static _Noreturn void exec_interpreter(Init *in, char **argv, char **envp, int o
 	    dup2(ctl_w, 3) < 0)
 		_exit(127);
 	syscall(SYS_close_range, 4, ~0U, 0);
-	if (chdir("/workspace") < 0) {
+	if (chdir(SANDBOX_WORKSPACE) < 0) {
 		/* still run: the interpreter may not need it */
 	}
 	execve(argv[0], argv, envp);

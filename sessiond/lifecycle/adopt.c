@@ -11,9 +11,11 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "exec/exec.h"
+#include "lifecycle.h"
 #include "log.h"
-#include "session/session.h"
 #include "session/tenant.h"
+#include "workspace/editor.h"
 
 /* Whether pid is still that session's init: its cgroup path names the session. */
 static bool init_is_session(pid_t pid, const char *id)
@@ -43,10 +45,9 @@ static const char *row_rid(const SessionRow *row)
 	return row->rid ? row->rid : row->id;
 }
 
-void session_remains_kill(Manager *m, const SessionRow *row)
+void adopt_remains_kill(Manager *m, const SessionRow *row)
 {
 	int pidfd = (int)syscall(SYS_pidfd_open, row->init_pid, 0);
-	Zombie *z;
 
 	if (pidfd < 0)
 		return;
@@ -55,21 +56,11 @@ void session_remains_kill(Manager *m, const SessionRow *row)
 		return;
 	}
 	syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
-	z = calloc(1, sizeof(*z));
-	if (!z) {
-		close(pidfd);
-		return;
-	}
 	/* Its uid was never marked in this run: release nothing. */
-	*z = (Zombie){ .m = m, .uid = (uid_t)-1, .pidfd = pidfd };
-	snprintf(z->id, sizeof(z->id), "%s", row_rid(row));
-	z->next = m->zombies;
-	if (m->zombies)
-		m->zombies->prev = z;
-	m->zombies = z;
+	zombie_add(m, row_rid(row), (uid_t)-1, pidfd);
 }
 
-int session_adopt(Manager *m, const SessionRow *row)
+int adopt_session(Manager *m, const SessionRow *row)
 {
 	_cleanup_close_ int pidfd = -1, ctl = -1, ws = -1;
 	struct init_msg resend = { .op = INIT_RESEND }, ping = { .op = INIT_PING };
@@ -116,8 +107,7 @@ int session_adopt(Manager *m, const SessionRow *row)
 	r = tenant_session_join(s, row->tenant);
 	if (r < 0) {
 		uid_release(m, row->uid);
-		editor_undo_free(s->undo);
-		free(s);
+		session_free(s);
 		return r;
 	}
 	s->sb = (Sandbox){ .pid = row->init_pid,
@@ -127,25 +117,15 @@ int session_adopt(Manager *m, const SessionRow *row)
 	s->ws_fd = TAKE_FD(ws);
 	s->adopting = true;
 	session_link(s);
-	r = loop_add_fd(m->loop, s->sb.ctl_fd, EPOLLIN, session_on_init_event, s, &s->ctl_src);
+	r = loop_add_fd(m->loop, s->sb.ctl_fd, EPOLLIN, init_on_event, s, &s->ctl_src);
 	/* init answers RESEND with one SPAWNED per live interpreter, then PING's PONG. */
 	if (r == 0)
-		r = session_send_init(s, &resend, NULL, 0);
+		r = init_send(s, &resend, NULL, 0);
 	if (r == 0)
-		r = session_send_init(s, &ping, NULL, 0);
+		r = init_send(s, &ping, NULL, 0);
 	if (r < 0) {
 		session_destroy(s, "re-adoption failed");
 		return 0; /* handed to teardown: nothing more for the caller to clean */
 	}
 	return 0;
-}
-
-void session_adopt_done(Session *s)
-{
-	Run *run = s->run;
-
-	s->adopting = false;
-	/* A call that arrived meanwhile for an interpreter that did not survive starts one. */
-	if (run && run->phase == RUN_STARTING && s->interps[run->kind].state == INTERP_DEAD)
-		run_retry_start(run);
 }

@@ -8,9 +8,11 @@
 #include <sys/epoll.h>
 #include <sys/random.h>
 
+#include "exec/exec.h"
+#include "lifecycle.h"
 #include "log.h"
-#include "session/session.h"
 #include "session/tenant.h"
+#include "workspace/editor.h"
 
 #define POOL_PACE_MS 20		    /* no build this soon after a hand-over */
 #define BUILD_FAILURES_MAX 3	    /* builds failed in a row before waiting creates give up */
@@ -74,7 +76,7 @@ size_t pool_warming(const Manager *m)
 {
 	size_t n = pool_building_total(m);
 
-	for (int which = POOL_NATIVE; which <= POOL_KERNEL; which++)
+	for (int which = POOL_NATIVE; which < POOL_KINDS; which++)
 		for (const Session *s = m->pool[which]; s; s = s->next)
 			for (int k = 0; k < INTERP_KIND_COUNT; k++)
 				n += s->interps[k].state == INTERP_STARTING ||
@@ -86,7 +88,7 @@ size_t pool_started(const Manager *m)
 {
 	size_t n = 0;
 
-	for (int which = POOL_NATIVE; which <= POOL_KERNEL; which++)
+	for (int which = POOL_NATIVE; which < POOL_KINDS; which++)
 		for (const Session *s = m->pool[which]; s; s = s->next)
 			n += pool_interp_answered(s, which);
 	return n;
@@ -167,34 +169,6 @@ static int pool_rid(char *out, size_t len)
 	return 0;
 }
 
-static void pool_push(Manager *m, int which, Session *s)
-{
-	s->pooled = true;
-	s->kernel = which == POOL_KERNEL;
-	s->prev = NULL;
-	s->next = m->pool[which];
-	if (m->pool[which])
-		m->pool[which]->prev = s;
-	m->pool[which] = s;
-	m->pool_n[which]++;
-}
-
-void pool_unlink(Session *s)
-{
-	Manager *m = s->m;
-	int which = s->kernel ? POOL_KERNEL : POOL_NATIVE;
-
-	if (s->prev)
-		s->prev->next = s->next;
-	else
-		m->pool[which] = s->next;
-	if (s->next)
-		s->next->prev = s->prev;
-	s->prev = s->next = NULL;
-	s->pooled = false;
-	m->pool_n[which]--;
-}
-
 /* One warm sandbox being built: its child sets itself up while the loop goes on. */
 typedef struct PoolBuild {
 	Manager *m;
@@ -225,10 +199,8 @@ static void pool_build_unlink(PoolBuild *b)
 
 static void pool_build_free(PoolBuild *b, bool failed)
 {
-	if (failed) {
-		editor_undo_free(b->s->undo);
-		free(b->s);
-	}
+	if (failed)
+		session_free(b->s);
 	free(b);
 }
 
@@ -243,7 +215,7 @@ static void pool_build_complete(PoolBuild *b)
 	/* Off the loop before finishing closes the fd: children cloned meanwhile may still
 	 * hold a copy of it, and epoll would go on reporting it. */
 	pool_build_unlink(b);
-	r = session_build_finish(m, s, &b->p);
+	r = build_finish(m, s, &b->p);
 	pool_build_free(b, r < 0);
 	if (r < 0) {
 		pool_build_failed(m, r);
@@ -252,12 +224,13 @@ static void pool_build_complete(PoolBuild *b)
 	}
 	m->build_failures = 0;
 	m->build_error[0] = '\0';
-	pool_push(m, which, s);
+	session_pool_push(s, which);
 	m->pool_built++;
-	r = session_start_interp(s, which == POOL_KERNEL ? INTERP_KERNEL : INTERP_PYTHON);
+	r = interp_start(s, which == POOL_KERNEL ? INTERP_KERNEL : INTERP_PYTHON);
 	if (r < 0)
 		log_warn("pool sandbox %s: interpreter not started: %s", s->rid, strerror(-r));
-	create_serve_waiting(m, which);
+	while (m->waiting[which] && (s = pool_take(m, which == POOL_KERNEL)))
+		create_serve_oldest(m, which, s);
 	/* Built for a create whose worker has gone since, into a pool already full. */
 	while (m->pool_n[which] > pool_target(m, which))
 		session_destroy(m->pool[which], "not needed");
@@ -267,7 +240,7 @@ static void pool_build_complete(PoolBuild *b)
 static void pool_build_drop(PoolBuild *b)
 {
 	pool_build_unlink(b);
-	session_build_abort(b->m, b->s, &b->p);
+	build_abort(b->m, b->s, &b->p);
 	pool_build_free(b, true);
 }
 
@@ -317,7 +290,7 @@ static int pool_build_one(Manager *m, int which, bool background)
 	r = s->undo ? pool_rid(s->rid, sizeof(s->rid)) : -ENOMEM;
 	if (r == 0) {
 		memcpy(s->id, s->rid, sizeof(s->id));
-		r = session_build_start(m, s, &b->p, background);
+		r = build_start(m, s, &b->p, background);
 	}
 	if (r < 0) {
 		pool_build_free(b, true);
@@ -326,7 +299,7 @@ static int pool_build_one(Manager *m, int which, bool background)
 	if (loop_add_fd(m->loop, b->p.sync_fd, EPOLLIN, on_build_ready, b, &b->src) < 0 ||
 	    loop_add_timer(m->loop, build_deadline_ms(m), on_build_deadline, b, &b->timer) < 0) {
 		loop_remove(m->loop, b->src);
-		session_build_abort(m, s, &b->p);
+		build_abort(m, s, &b->p);
 		pool_build_free(b, true);
 		return -ENOMEM;
 	}
@@ -346,7 +319,7 @@ static void on_pool_timer(Loop *l, void *data)
 	m->pool_timer = NULL;
 	if (m->draining)
 		return;
-	for (int which = POOL_NATIVE; which <= POOL_KERNEL; which++) {
+	for (int which = POOL_NATIVE; which < POOL_KINDS; which++) {
 		if (!pool_short(m, which))
 			continue;
 		/* The cores left over serve requests while the pool refills. */
@@ -378,20 +351,6 @@ void pool_interp_settled(Session *s)
 		session_cpu_foreground(s);
 }
 
-/* The weight of a sandbox in use (the default, or its tenant's share), once someone may be
- * waiting on it: its interpreter answered after it was handed out, or a call came. */
-void session_cpu_foreground(Session *s)
-{
-	int r;
-
-	if (!s->cpu_background)
-		return;
-	s->cpu_background = false;
-	r = session_cpu_weight_write(s);
-	if (r < 0)
-		log_warn("SESSION_ID=%s cannot restore its CPU weight: %s", s->id, strerror(-r));
-}
-
 /*
  * Creates waiting for a sandbox get a build each at the default CPU weight: a refill under
  * way runs at the least, and busy sessions could starve it for as long as they run. One
@@ -406,7 +365,7 @@ static void pool_feed_waiting(Manager *m)
 		build_retry_arm(m, now); /* after a failure, the pause first */
 		return;
 	}
-	for (int which = POOL_NATIVE; which <= POOL_KERNEL; which++)
+	for (int which = POOL_NATIVE; which < POOL_KINDS; which++)
 		while (m->pool_building_fg[which] < m->n_waiting[which]) {
 			int r;
 
@@ -459,7 +418,7 @@ Session *pool_take(Manager *m, bool kernel)
 
 	if (!s)
 		return NULL;
-	pool_unlink(s);
+	session_unlink(s);
 	s->id[0] = '\0';
 	m->pool_taken++;
 	m->pool_last_take_ms = now_ms();
@@ -476,7 +435,7 @@ void pool_free_all(Manager *m)
 	m->build_retry = loop_remove(m->loop, m->build_retry);
 	while (m->pool_builds)
 		pool_build_drop(m->pool_builds);
-	for (int which = POOL_NATIVE; which <= POOL_KERNEL; which++)
+	for (int which = POOL_NATIVE; which < POOL_KINDS; which++)
 		while (m->pool[which])
 			session_destroy(m->pool[which], "shutdown");
 }

@@ -13,6 +13,7 @@
 
 #include "cleanup.h"
 #include "sandbox_internal.h"
+#include "sandbox_layout.h"
 
 /*
  * Host /etc entries a runtime may need, bound read-only when they exist.
@@ -75,8 +76,8 @@ int mount_prepare_from_parent(const SandboxEnv *env, const char *id, struct chil
 	snprintf(a->tmp_opts, sizeof(a->tmp_opts), "size=%lld,mode=1777",
 		 (long long)a->limits.tmp_bytes);
 	snprintf(a->passwd, sizeof(a->passwd),
-		 "root:x:0:0:root:/root:/usr/sbin/nologin\n"
-		 "sandbox:x:%u:%u:sandbox:/workspace:%s\n"
+		 "root:x:0:0:root:/root:/usr/sbin/nologin\n" SANDBOX_USER ":x:%u:%u:" SANDBOX_USER
+		 ":" SANDBOX_WORKSPACE ":%s\n"
 		 "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
 		 (unsigned)a->uid, (unsigned)a->gid, shell);
 	snprintf(a->group, sizeof(a->group), "root:x:0:\nsandbox:x:%u:\nnogroup:x:65534:\n",
@@ -416,22 +417,28 @@ int mount_tmp_in_child(struct child_args *a)
 	return 0;
 }
 
+/* A path of the layout as seen from the new root, the working directory while it is built. */
+#define IN_ROOT(path) ((path) + 1)
+
 int mount_workspace_in_child(struct child_args *a)
 {
-	if (mkdir("workspace", 0755) < 0)
+	const char *ws = IN_ROOT(SANDBOX_WORKSPACE);
+
+	if (mkdir(ws, 0755) < 0)
 		return -errno;
-	if (mount(a->workspace, "workspace", NULL, MS_BIND, NULL) < 0)
+	if (mount(a->workspace, ws, NULL, MS_BIND, NULL) < 0)
 		return -errno;
-	if (mount(NULL, "workspace", NULL, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV, NULL) < 0)
+	if (mount(NULL, ws, NULL, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV, NULL) < 0)
 		return -errno;
 	return 0;
 }
 
 int mount_lib_dir_in_child(struct child_args *a)
 {
-	if (mkdir("opt", 0755) < 0 || mkdir("opt/paddock", 0755) < 0)
+	/* "opt": SANDBOX_LIB_DIR's parent, on the root tmpfs. */
+	if (mkdir("opt", 0755) < 0 || mkdir(IN_ROOT(SANDBOX_LIB_DIR), 0755) < 0)
 		return -errno;
-	return bind_ro(a->env->lib_copy, "opt/paddock", 0);
+	return bind_ro(a->env->lib_copy, IN_ROOT(SANDBOX_LIB_DIR), 0);
 }
 
 int mount_pivot_in_child(struct child_args *a)
@@ -460,7 +467,7 @@ int mount_chdir_in_child(struct child_args *a)
 {
 	(void)a;
 	umask(022);
-	if (chdir("/workspace") < 0)
+	if (chdir(SANDBOX_WORKSPACE) < 0)
 		return -errno;
 	return 0;
 }

@@ -14,6 +14,7 @@
 
 #include "cleanup.h"
 #include "sandbox_internal.h"
+#include "sandbox_layout.h"
 
 int privs_cap_last(void)
 {
@@ -38,7 +39,7 @@ int privs_cap_last(void)
 int hostname_in_child(struct child_args *a)
 {
 	(void)a;
-	return sethostname("sandbox", 7) < 0 ? -errno : 0;
+	return sethostname(SANDBOX_HOSTNAME, sizeof(SANDBOX_HOSTNAME) - 1) < 0 ? -errno : 0;
 }
 
 int rlimits_in_child(struct child_args *a)

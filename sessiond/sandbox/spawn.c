@@ -19,6 +19,7 @@
 #include "clone.h"
 #include "init/init_proto.h"
 #include "sandbox_internal.h"
+#include "sandbox_layout.h"
 
 /* Fds the child must keep are first moved at or above this, out of the way of 0..4. */
 #define CHILD_FD_HIGH 10
@@ -97,7 +98,7 @@ static int fds_in_child(struct child_args *a)
 static int exec_in_child(struct child_args *a)
 {
 	static char *const argv[] = { "paddock-init", NULL };
-	static char *const envp[] = { "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/workspace",
+	static char *const envp[] = { "PATH=" SANDBOX_PATH, "HOME=" SANDBOX_WORKSPACE,
 				      "LANG=C.UTF-8", NULL };
 
 	syscall(SYS_execveat, a->init_fd, "", argv, envp, AT_EMPTY_PATH);

@@ -1,5 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* Internal types of the manager: sessions, their interpreters and the run in flight. */
+/*
+ * The session room: what a session is (its sandbox, its interpreters' slots, its owner),
+ * the daemon's one context (Manager) that holds them, and what every room above does with
+ * them at the lowest level: ids and uids, the lists and the index, lookup, tenants, the
+ * remains of a killed sandbox (zombies), and the store's batched writes.
+ */
 #pragma once
 
 #include <json-c/json.h>
@@ -9,13 +14,11 @@
 #include <time.h>
 
 #include "config.h"
-#include "workspace/editor.h"
-#include "init/init_proto.h"
 #include "core/loop.h"
 #include "core/reply.h"
-#include "sandbox/sandbox.h"
 #include "core/server.h"
 #include "core/store.h"
+#include "sandbox/sandbox.h"
 
 #define SESSION_ID_MAX 128
 
@@ -43,9 +46,10 @@ typedef struct Run Run;
 typedef struct Manager Manager;
 typedef struct CreateWait CreateWait;
 typedef struct ScanReply ScanReply;
+typedef struct EditorUndo EditorUndo; /* workspace/editor.h */
 
 /* The warm pools, by the interpreter their sandboxes start. */
-enum { POOL_NATIVE, POOL_KERNEL };
+enum { POOL_NATIVE, POOL_KERNEL, POOL_KINDS };
 typedef struct Journal Journal;
 typedef struct TenantTable TenantTable;
 
@@ -77,41 +81,6 @@ typedef struct Interp {
 	bool reap;		 /* its children were killed after a run: the next request
 				  * asks it to collect them (they hold pids of the limit) */
 } Interp;
-
-/* Phases of an execution. */
-enum run_phase {
-	RUN_STARTING,	 /* waiting for the interpreter to start */
-	RUN_RUNNING,	 /* request sent, waiting for its reply */
-	RUN_INTERRUPTED, /* deadline passed, SIGINT sent, grace timer armed */
-	RUN_REAPING,	 /* finished; killing what the run left behind */
-	RUN_KILLING,	 /* grace passed; killing every process of the session */
-	RUN_SCANNING,	 /* over; its reply waits for the walk that finds the files it made */
-};
-
-/* The one execution in flight in a session. */
-struct Run {
-	Session *s;
-	Conn *conn; /* NULL once the worker went away */
-	enum interp_kind kind;
-	enum run_phase phase;
-	char *code; /* what to run */
-	char *cwd;  /* cell mode: where the interpreter starts, or NULL */
-	bool cell;  /* notebook mode: result and error objects (code plane) */
-	uint64_t timeout_ms;
-	uint64_t start_ms;	  /* monotonic, for execution_time_ms */
-	double start_real;	  /* POSIX seconds, for the log */
-	struct timespec start_ts; /* realtime, for produced files */
-	SandboxUsage usage0;	  /* cgroup counters at the start */
-	LoopSource *timer;	  /* deadline or grace */
-	bool timed_out;		  /* deadline passed */
-	bool interrupted_ok;	  /* the interpreter answered after SIGINT */
-	bool lost_state;	  /* interpreter killed; a new one will start */
-	unsigned clear_rounds;	  /* times leftovers were stopped so that it could start */
-	bool cleared;		  /* processes of earlier calls were stopped for it */
-	int return_code;
-	json_object *reply; /* the interpreter's reply object (python), owned */
-	char *note;	    /* text appended to stderr, owned */
-};
 
 /* One session: a sandbox and what runs in it. */
 struct Session {
@@ -145,6 +114,31 @@ struct Session {
 	Session *prev, *next;
 };
 
+/*
+ * What the rooms below a concern report to it: exec/'s interpreters tell exec/events.c
+ * about their replies and exits, and exec/ tells lifecycle/ that a sandbox is lost or an
+ * interpreter has settled. The lower room knows only this table; manager.c fills it.
+ */
+typedef struct SessionEvents {
+	/* A reply line to the request ip waits for (exec/events.c). */
+	void (*interp_replied)(Interp *ip, char *line);
+	/* An interpreter exited with a wait status (exec/events.c). */
+	void (*interp_exited)(Session *s, enum interp_kind kind, pid_t pid, int status);
+	/* An interpreter answered its first request or failed to start (lifecycle/pool.c). */
+	void (*interp_settled)(Session *s);
+	/* The sandbox can serve no more: init exited, or its processes cannot be killed
+	 * (lifecycle/end.c). s is freed. */
+	void (*sandbox_lost)(Session *s, const char *why);
+} SessionEvents;
+
+/* A worker's request as dispatch.c hands it to its op. */
+typedef struct Request {
+	const char *op;
+	const char *tenant; /* the caller's tenant, or NULL */
+	Session *s;	    /* the session it names, for the ops that need one; else NULL */
+	json_object *body;  /* the whole request */
+} Request;
+
 /* A session whose sandbox is being torn down: waiting for init to exit. */
 typedef struct Zombie {
 	Manager *m;
@@ -157,23 +151,25 @@ typedef struct Zombie {
 
 struct Manager {
 	const PaddockConfig *cfg;
+	const SessionEvents *events; /* see SessionEvents */
 	Loop *loop;
 	Store *store;
 	SandboxEnv *env;
 	Session *sessions; /* live sessions */
 	Session **index;   /* the same by id, open addressing (index.c) */
 	size_t index_cap, index_n;
-	Session *pool[2]; /* ready sandboxes: [0] Python native, [1] Python kernel tier */
-	size_t pool_n[2];
+	Session *pool[POOL_KINDS]; /* ready sandboxes: [0] Python native, [1] Python kernel tier */
+	size_t pool_n[POOL_KINDS];
 	LoopSource *pool_timer;	       /* the next refill step */
 	struct PoolBuild *pool_builds; /* sandboxes being built, their children setting up */
-	size_t pool_building[2];
-	size_t pool_building_fg[2]; /* of those, started for waiting creates (default weight) */
-	size_t pool_warm_max;	    /* sandboxes warming up at once, at most */
+	size_t pool_building[POOL_KINDS];
+	size_t pool_building_fg
+		[POOL_KINDS]; /* of those, started for waiting creates (default weight) */
+	size_t pool_warm_max; /* sandboxes warming up at once, at most */
 	uint64_t pool_built, pool_taken;
-	uint64_t pool_last_take_ms; /* monotonic time of the last hand-over */
-	CreateWait *waiting[2];	    /* creates waiting for a sandbox, by pool, oldest first */
-	size_t n_waiting[2];
+	uint64_t pool_last_take_ms;	 /* monotonic time of the last hand-over */
+	CreateWait *waiting[POOL_KINDS]; /* creates waiting for a sandbox, by pool, oldest first */
+	size_t n_waiting[POOL_KINDS];
 	LoopSource *wait_timer;	 /* the earliest deadline of a waiting create */
 	unsigned build_failures; /* builds failed in a row for a reason other than time */
 	uint64_t build_retry_ms; /* no build for waiting creates before then (monotonic) */
@@ -201,15 +197,36 @@ struct Manager {
 	uint64_t tenant_cap_refusals; /* creates refused at their tenant's session limit */
 };
 
-/* manager.c */
+/* session.c: ids, uids, the lists, lookup */
 bool session_id_valid(const char *id);
+/* A session with nothing open: its fds -1, its interpreters' slots dead. */
 Session *session_alloc(Manager *m);
+/* Free what s holds in memory only (its undo log, its tenant string) and s. */
+void session_free(Session *s);
+/* Into the live list and the index. */
 void session_link(Session *s);
+/* Into pool which (POOL_NATIVE, POOL_KERNEL), ready to be handed out. */
+void session_pool_push(Session *s, int which);
+/* Out of whichever list s is on (live or pool), and the index. */
+void session_unlink(Session *s);
+/* The live session id names, if it is tenant's (NULL: none) to see; else NULL. */
+Session *session_find(Manager *m, const char *id, const char *tenant);
+/* The session as the protocol describes it (session_info, create). */
+json_object *session_handle(const Session *s);
+/* Mark uid in use (a re-adopted session's): false when it already is. */
 bool uid_mark(Manager *m, uid_t uid);
+/* The lowest free uid of the range; -EUSERS when every one is in use. */
+int uid_take(Manager *m, uid_t *uid);
 void uid_release(Manager *m, uid_t uid);
-void zombie_free(Zombie *z);
+
+/* zombie.c: the remains of killed sandboxes, cleaned off the loop */
+/* Watch pidfd (init's, already killed; -1: gone) and, once it has exited, remove the
+ * cgroup and workspace of rid; then uid ((uid_t)-1: none of this run's) is free again.
+ * Takes pidfd. */
+void zombie_add(Manager *m, const char *rid, uid_t uid, int pidfd);
+/* Wait for every zombie synchronously: at start and at shutdown, when blocking is fine. */
 void zombies_drain(Manager *m);
-void on_zombie_exit(Loop *l, int fd, uint32_t events, void *data);
+size_t zombie_count(const Manager *m);
 
 /* checkpoint.c: a StoreWalFn (data is the Manager) and its teardown */
 void checkpoint_on_wal(void *data, int pages);
@@ -226,31 +243,6 @@ void journal_before_insert(Manager *m, const char *id);
 void journal_note(Session *s, const char *tool, double started_at, int64_t duration_ms,
 		  int return_code, const char *outcome);
 
-/* pool.c */
-void pool_schedule(Manager *m);
-/* How many pool sandboxes may warm up at once: pool_warm_max, or the CPUs + 1. */
-size_t pool_warm_max(const PaddockConfig *cfg);
-/* Pool sandboxes warming up: children setting up, and interpreters that have not
- * answered their first request yet. */
-size_t pool_warming(const Manager *m);
-/* Pool sandboxes whose interpreter has answered its first request: truly ready. */
-size_t pool_started(const Manager *m);
-/* A pooled interpreter answered its first request, or died: the next build may start;
- * handed out meanwhile, its sandbox gets the default CPU weight. */
-void pool_interp_settled(Session *s);
-/* The weight in use (the default, or its tenant's share) for a sandbox built at the least
- * (SandboxLimits.cpu_background). */
-void session_cpu_foreground(Session *s);
-Session *pool_take(Manager *m, bool kernel);
-void pool_unlink(Session *s);
-void pool_free_all(Manager *m);
-/* Warm sandboxes whose children are still setting up, both kinds. */
-size_t pool_building_total(const Manager *m);
-/* background: at the least CPU weight, until session_cpu_foreground(). */
-int session_build_start(Manager *m, Session *s, SandboxPending *p, bool background);
-int session_build_finish(Manager *m, Session *s, SandboxPending *p);
-void session_build_abort(Manager *m, Session *s, SandboxPending *p);
-
 /* index.c: live sessions by id */
 /* Make room for n sessions; a create or adoption reserves before it may link one. */
 int session_index_reserve(Manager *m, size_t n);
@@ -258,80 +250,3 @@ int session_index_add(Manager *m, Session *s);
 void session_index_remove(Manager *m, const Session *s);
 Session *session_index_find(const Manager *m, const char *id);
 void session_index_free(Manager *m);
-
-/* create.c */
-void op_create(Manager *m, Conn *c, json_object *req);
-/* Hand the sandboxes now in the pool to the creates waiting for one, oldest first. */
-void create_serve_waiting(Manager *m, int which);
-/* Builds keep failing (r as from a build): the waiting creates beyond the oldest
- * `building` (those a build under way will serve) get the error. */
-void create_fail_unbuilt_waiting(Manager *m, const size_t building[2], int r);
-size_t create_waiting_total(const Manager *m);
-/* Waiting creates of this tenant (their followers, which wait for the same id, aside). */
-size_t create_waiting_of_tenant(const Manager *m, const char *tenant);
-void create_conn_closed(Manager *m, Conn *c);
-void create_free_all(Manager *m);
-
-/* adopt.c */
-int session_adopt(Manager *m, const SessionRow *row);
-void session_remains_kill(Manager *m, const SessionRow *row);
-void session_adopt_done(Session *s);
-Session *session_find(Manager *m, const char *id, const char *tenant);
-void session_destroy(Session *s, const char *why);
-
-json_object *session_handle(const Session *s);
-
-/* admin.c */
-void op_stats(Manager *m, Conn *c);
-void op_metrics(Manager *m, Conn *c);
-void op_sessions(Manager *m, Conn *c, json_object *req, const char *tenant);
-void op_admin(Manager *m, Conn *c, const char *op, json_object *req);
-
-/* run.c */
-void run_start(Session *s, Conn *c, enum interp_kind kind, const char *code, const char *cwd,
-	       bool cell, uint64_t timeout_ms);
-void run_abort(Session *s, const char *why);
-/* A run's reply has gone: the session takes the next call. */
-void run_ended(Run *run);
-void run_retry_start(Run *run);
-int session_start_interp(Session *s, enum interp_kind kind);
-void interp_attach(Session *s, enum interp_kind kind, pid_t pid, int fds[4]);
-void interp_exited(Session *s, enum interp_kind kind, pid_t pid, int status);
-
-/* hostinterp.c: interpreters that run outside the sandbox (the endpoint bridge) */
-bool interp_on_host(enum interp_kind kind);
-int host_interp_spawn(Session *s, enum interp_kind kind);
-void host_interp_stop(Interp *ip, int sig);
-int session_send_init(Session *s, struct init_msg *msg, const char *blob, size_t bloblen);
-void run_conn_closed(Manager *m, Conn *c);
-const char *interp_kind_name(enum interp_kind k);
-void session_on_init_event(Loop *l, int fd, uint32_t events, void *data);
-void interp_close(Interp *ip);
-void interp_destroy(Interp *ip);
-/* Bytes the daemon holds for an interpreter: its reply, request and output buffers. */
-size_t interp_buffered_bytes(const Interp *ip);
-void outbuf_append(OutBuf *b, const char *data, size_t len, size_t cap);
-char *outbuf_finish(OutBuf *b, size_t *len);
-
-/* files.c */
-void op_edit(Manager *m, Conn *c, Session *s, json_object *req);
-void op_list(Manager *m, Conn *c, Session *s, json_object *req);
-void op_get(Manager *m, Conn *c, Session *s, json_object *req);
-void op_put(Manager *m, Conn *c, Session *s, json_object *req);
-void op_put_commit(Manager *m, Conn *c, json_object *req);
-void op_put_abort(Manager *m, Conn *c);
-void upload_drop(Manager *m, Conn *c);
-json_object *fs_error(int r, const char *path);
-
-/* scan.c: replies that wait for a walk of the workspace, done a slice per loop turn */
-/* Add "files" (those changed since `since`, minus those reported before) to reply and send
- * it to c (NULL: nowhere); then end run, if given (run_ended()). */
-void reply_with_produced_files(Session *s, Conn *c, json_object *reply,
-			       const struct timespec *since, Run *run);
-/* Add "files" and "truncated" (the regular files below rel) to reply and send it to c;
- * or the error for api_path. */
-void reply_with_listing(Session *s, Conn *c, json_object *reply, const char *api_path,
-			const char *rel, size_t max);
-/* The session is going away: waiting replies go now, without their files. */
-void scans_cancel(Session *s);
-void scans_conn_closed(Manager *m, Conn *c);

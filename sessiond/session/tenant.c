@@ -175,30 +175,6 @@ int64_t tenant_cpu_weight_each(int64_t total, size_t n)
 	return w > CPU_WEIGHT_MAX ? CPU_WEIGHT_MAX : w;
 }
 
-/* ---- the manager's side ---- */
-
-bool tenant_admit(Manager *m, Conn *c, json_object *req)
-{
-	const char *tenant = req_string(req, "tenant");
-	int64_t cap = tenant_session_cap(m->cfg);
-	size_t n;
-	json_object *e;
-
-	if (!tenant)
-		return true;
-	n = tenant_count(m->tenants, tenant) + create_waiting_of_tenant(m, tenant);
-	if ((int64_t)n < cap)
-		return true;
-	m->tenant_cap_refusals++;
-	log_debug("REQUEST_ID=%s create refused: tenant '%.128s' has %zu sessions",
-		  req_string(req, "request_id") ?: "-", tenant, n);
-	e = reply_error("capacity", "this tenant's session limit (%lld) is reached",
-			(long long)cap);
-	reply_retry_after(e, m->cfg->retry_after_seconds);
-	conn_reply(c, e, NULL, 0);
-	return false;
-}
-
 int session_cpu_weight_write(Session *s)
 {
 	Manager *m = s->m;
@@ -208,6 +184,20 @@ int session_cpu_weight_write(Session *s)
 	return sandbox_cpu_weight(m->env, s->rid,
 				  tenant_cpu_weight_each(m->cfg->tenant_cpu_weight,
 							 tenant_count(m->tenants, s->tenant)));
+}
+
+/* The weight of a sandbox in use (the default, or its tenant's share), once someone may be
+ * waiting on it: its interpreter answered after it was handed out, or a call came. */
+void session_cpu_foreground(Session *s)
+{
+	int r;
+
+	if (!s->cpu_background)
+		return;
+	s->cpu_background = false;
+	r = session_cpu_weight_write(s);
+	if (r < 0)
+		log_warn("SESSION_ID=%s cannot restore its CPU weight: %s", s->id, strerror(-r));
 }
 
 static void cpu_weight_write_logged(Session *s)

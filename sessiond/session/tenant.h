@@ -33,13 +33,9 @@ int64_t tenant_session_cap(const PaddockConfig *cfg);
 int64_t tenant_cpu_weight_each(int64_t total, size_t n);
 
 /*
- * The manager's side: the table is m->tenants, made on the first tenant's session.
+ * The sessions' side: the table is m->tenants, made on the first tenant's session.
  */
 
-/* Whether req's tenant may have one more session (its live ones and its creates waiting
- * for a sandbox count); false, and c answered (capacity, retry_after), when not. A create
- * without a tenant is not capped here. */
-bool tenant_admit(Manager *m, Conn *c, json_object *req);
 /* s (not counted yet, s->tenant NULL) gets a copy of tenant (NULL: none, nothing to do)
  * and counts for it; when that changes the tenant's per-sandbox CPU weight, its other
  * sandboxes get the new one, and s gets it unless it waits at the least weight.
@@ -48,6 +44,9 @@ int tenant_session_join(Session *s, const char *tenant);
 /* s is going: it no longer counts for its tenant, whose sandboxes left get the new weight
  * when that changes. Its tenant string stays the caller's to free. */
 void tenant_session_leave(Session *s);
+/* The weight of a sandbox in use, for one built at the least (SandboxLimits.cpu_background),
+ * once someone may be waiting on it. */
+void session_cpu_foreground(Session *s);
 /* Write s's CPU weight for when it is in use: its tenant's share, or the default weight
  * without a tenant. -errno from the cgroup write. */
 int session_cpu_weight_write(Session *s);

@@ -9,9 +9,11 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "editor.h"
 #include "log.h"
 #include "session/session.h"
 #include "utf8.h"
+#include "workspace.h"
 #include "wsfs.h"
 #include "wsname.h"
 
@@ -22,75 +24,6 @@ typedef struct Upload {
 	int fd;	      /* O_TMPFILE in the workspace; sessiond's copy */
 } Upload;
 
-/*
- * What each error of a confined file operation means to the client, in one table: the
- * states a session can put its own workspace in (a socket, a FIFO, a lease, a full disk)
- * are the client's to hear about, never an internal error.
- */
-static const struct {
-	int err;	  /* the negative errno */
-	const char *kind; /* the reply's error kind (its HTTP status in the worker) */
-	const char *what; /* the sentence */
-	bool quote;	  /* followed by ": " and the path */
-} fs_errors[] = {
-	{ -EXDEV, "forbidden", "path is outside the session workspace", true },
-	{ -ELOOP, "forbidden", "path is outside the session workspace", true },
-	{ -EPERM, "forbidden", "path is outside the session workspace", true },
-	{ -EACCES, "forbidden", "path is outside the session workspace", true },
-	{ -ENOENT, "not_found", "no such file or directory", true },
-	{ -ENOTDIR, "not_found", "not a directory", true },
-	{ -EISDIR, "bad_request", "path is a directory", true },
-	{ -ENXIO, "bad_request", "not a regular file (a socket, FIFO or device)", true },
-	{ -EINVAL, "invalid", "invalid path", true },
-	{ -ENAMETOOLONG, "invalid", "invalid path", true },
-	{ -EWOULDBLOCK, "busy",
-	  "a program in the session holds a lease on the file; try again once it lets go", true },
-	{ -EBUSY, "busy", "the file is in use in the session; try again", true },
-	{ -ETXTBSY, "busy", "the file is in use in the session; try again", true },
-	{ -ENOTEMPTY, "exists", "a directory that is not empty is in the way", true },
-	{ -EEXIST, "exists", "something is in the way", true },
-	{ -EMLINK, "too_large", "the directory holds too many entries", true },
-	{ -ENOSPC, "too_large", "the session workspace is full", false },
-	{ -EFBIG, "too_large", "the session workspace is full", false },
-	{ -EDQUOT, "too_large", "the session workspace is full", false },
-	{ -EOVERFLOW, "too_large", "the file is too large", true },
-	{ -EROFS, "busy", "the session workspace is read-only", false },
-	{ -EMFILE, "unavailable", "the session daemon is out of file descriptors", false },
-	{ -ENFILE, "unavailable", "the session daemon is out of file descriptors", false },
-	{ -ENOMEM, "unavailable", "the session daemon is out of memory", false },
-};
-
-/* How much of a path a message quotes: enough to recognise it, and never half a character,
- * so the reply stays valid UTF-8 (and valid JSON) whatever the path. */
-#define FS_ERROR_PATH_MAX 200
-
-/* Map a confined file operation's error to a reply. */
-json_object *fs_error(int r, const char *path)
-{
-	const char *p = path ? path : "";
-	int n = (int)utf8_prefix_len(p, FS_ERROR_PATH_MAX);
-
-	for (size_t i = 0; i < ARRAY_SIZE(fs_errors); i++) {
-		if (fs_errors[i].err != r)
-			continue;
-		if (!fs_errors[i].quote)
-			return reply_error(fs_errors[i].kind, "%s", fs_errors[i].what);
-		return reply_error(fs_errors[i].kind, "%s: %.*s", fs_errors[i].what, n, p);
-	}
-	log_err("workspace operation failed: %s", strerror(-r));
-	return reply_error("internal", "workspace operation failed");
-}
-
-/* Add val (ownership taken) to the reply o; -ENOMEM when val could not be made. */
-static int reply_add(json_object *o, const char *key, json_object *val)
-{
-	if (!val || json_object_object_add(o, key, val) < 0) {
-		json_object_put(val);
-		return -ENOMEM;
-	}
-	return 0;
-}
-
 /* The reply's "path": the API form of rel, which the client can pass back. */
 static json_object *api_path_json(const char *rel)
 {
@@ -99,8 +32,10 @@ static json_object *api_path_json(const char *rel)
 	return api ? json_object_new_string(api) : NULL;
 }
 
-void op_list(Manager *m, Conn *c, Session *s, json_object *req)
+void op_list(Manager *m, Conn *c, const Request *rq)
 {
+	json_object *req = rq->body;
+	Session *s = rq->s;
 	const char *path = req_string(req, "path") ?: ".";
 	char rel[4096];
 	int r = wsfs_normalize(path, true, rel, sizeof(rel));
@@ -112,8 +47,10 @@ void op_list(Manager *m, Conn *c, Session *s, json_object *req)
 	reply_with_listing(s, c, reply_ok(), path, rel, (size_t)m->cfg->list_max_entries);
 }
 
-void op_get(Manager *m, Conn *c, Session *s, json_object *req)
+void op_get(Manager *m, Conn *c, const Request *rq)
 {
+	json_object *req = rq->body;
+	Session *s = rq->s;
 	const char *path = req_string(req, "path");
 	const char *file_id = req_string(req, "file_id");
 	_cleanup_free_ char *by_id = NULL;
@@ -146,9 +83,9 @@ void op_get(Manager *m, Conn *c, Session *s, json_object *req)
 		return;
 	}
 	o = reply_ok();
-	if (reply_add(o, "path", api_path_json(rel)) < 0 ||
-	    reply_add(o, "size_bytes", json_object_new_int64(st.st_size)) < 0 ||
-	    reply_add(o, "mime_type", json_object_new_string(wsfs_guess_mime(rel))) < 0) {
+	if (reply_set(o, "path", api_path_json(rel)) < 0 ||
+	    reply_set(o, "size_bytes", json_object_new_int64(st.st_size)) < 0 ||
+	    reply_set(o, "mime_type", json_object_new_string(wsfs_guess_mime(rel))) < 0) {
 		json_object_put(o);
 		close(fd);
 		conn_reply(c, fs_error(-ENOMEM, path), NULL, 0);
@@ -170,8 +107,10 @@ void upload_drop(Manager *m, Conn *c)
 	conn_set_data(c, NULL);
 }
 
-void op_put(Manager *m, Conn *c, Session *s, json_object *req)
+void op_put(Manager *m, Conn *c, const Request *rq)
 {
+	json_object *req = rq->body;
+	Session *s = rq->s;
 	Upload *u;
 	int fd, dup_fd;
 
@@ -199,8 +138,9 @@ void op_put(Manager *m, Conn *c, Session *s, json_object *req)
 	conn_reply(c, reply_ok(), &dup_fd, 1);
 }
 
-void op_put_commit(Manager *m, Conn *c, json_object *req)
+void op_put_commit(Manager *m, Conn *c, const Request *rq)
 {
+	json_object *req = rq->body;
 	Upload *u = conn_get_data(c);
 	const char *path = req_string(req, "path");
 	char rel[4096];
@@ -242,8 +182,8 @@ void op_put_commit(Manager *m, Conn *c, json_object *req)
 	}
 	s->last_activity_at = now_real();
 	o = reply_ok();
-	if (reply_add(o, "path", api_path_json(rel)) < 0 ||
-	    reply_add(o, "size_bytes", json_object_new_int64(st.st_size)) < 0) {
+	if (reply_set(o, "path", api_path_json(rel)) < 0 ||
+	    reply_set(o, "size_bytes", json_object_new_int64(st.st_size)) < 0) {
 		json_object_put(o);
 		conn_reply(c, fs_error(-ENOMEM, path), NULL, 0);
 		return;
@@ -251,14 +191,17 @@ void op_put_commit(Manager *m, Conn *c, json_object *req)
 	conn_reply(c, o, NULL, 0);
 }
 
-void op_put_abort(Manager *m, Conn *c)
+void op_put_abort(Manager *m, Conn *c, const Request *rq)
 {
+	(void)rq;
 	upload_drop(m, c);
 	conn_reply(c, reply_ok(), NULL, 0);
 }
 
-void op_edit(Manager *m, Conn *c, Session *s, json_object *req)
+void op_edit(Manager *m, Conn *c, const Request *rq)
 {
+	json_object *req = rq->body;
+	Session *s = rq->s;
 	json_object *input, *o;
 	EditorResult res = { 0 };
 	const char *detail = NULL;
@@ -289,16 +232,15 @@ void op_edit(Manager *m, Conn *c, Session *s, json_object *req)
 		return;
 	}
 	o = reply_ok();
-	json_object_object_add(o, "stdout", json_object_new_string(res.out ?: ""));
-	json_object_object_add(o, "stderr", json_object_new_string(res.err ?: ""));
-	json_object_object_add(o, "return_code", json_object_new_int(res.return_code));
-	json_object_object_add(o, "execution_time_ms",
-			       json_object_new_int64((int64_t)(now_ms() - t0)));
-	json_object_object_add(o, "timed_out", json_object_new_boolean(false));
-	json_object_object_add(o, "usage", json_object_new_object());
+	reply_set(o, "stdout", json_object_new_string(res.out ?: ""));
+	reply_set(o, "stderr", json_object_new_string(res.err ?: ""));
+	reply_set(o, "return_code", json_object_new_int(res.return_code));
+	reply_set(o, "execution_time_ms", json_object_new_int64((int64_t)(now_ms() - t0)));
+	reply_set(o, "timed_out", json_object_new_boolean(false));
+	reply_set(o, "usage", json_object_new_object());
 	s->last_activity_at = now_real();
 	journal_note(s, "editor", now_real(), (int64_t)(now_ms() - t0), res.return_code,
 		     res.return_code == 0 ? "ok" : "error");
 	editor_result_clear(&res);
-	reply_with_produced_files(s, c, o, &since, NULL);
+	reply_with_produced_files(s, c, o, &since, NULL, NULL);
 }

@@ -11,6 +11,7 @@
 #include "cleanup.h"
 #include "log.h"
 #include "session/session.h"
+#include "workspace.h"
 #include "wsfs.h"
 
 /* Directory entries looked at per loop turn: a few hundred microseconds of the loop. */
@@ -21,8 +22,9 @@ struct ScanReply {
 	Conn *conn;	    /* who gets the reply; NULL once gone */
 	json_object *reply; /* sent when the walk is done, with what it found */
 	WsfsScan *scan;
-	char *list_path; /* a listing: the path asked for (for errors); NULL: produced files */
-	Run *run;	 /* the run whose reply this is, ended when it is sent; or NULL */
+	char *list_path;  /* a listing: the path asked for (for errors); NULL: produced files */
+	ScanSentFn *sent; /* called with sent_arg once the reply has gone; or NULL */
+	void *sent_arg;
 	LoopSource *timer;
 	ScanReply *prev, *next; /* the session's */
 };
@@ -53,9 +55,9 @@ static json_object *produced_json(Session *s, WsfsScan *scan)
 		    store_file_id(s->m->store, s->id, changes[i].path, id, sizeof(id)) < 0)
 			continue;
 		f = json_object_new_object();
-		json_object_object_add(f, "file_id", json_object_new_string(id));
-		json_object_object_add(f, "filename", json_object_new_string(changes[i].path));
-		json_object_array_add(arr, f);
+		reply_set(f, "file_id", json_object_new_string(id));
+		reply_set(f, "filename", json_object_new_string(changes[i].path));
+		reply_append(arr, f);
 	}
 	wsfs_changes_free(s->reported, s->n_reported);
 	s->reported = changes;
@@ -87,16 +89,17 @@ static void scan_free(ScanReply *sr)
 /* Send the reply with what the walk found (r: 1 done, < 0 failed). */
 static void scan_done(ScanReply *sr, int r)
 {
-	Run *run = sr->run;
+	ScanSentFn *sent = sr->sent;
+	void *sent_arg = sr->sent_arg;
 	json_object *o = sr->reply;
 
 	sr->reply = NULL;
 	if (!sr->list_path) {
 		/* Produced files are a courtesy of the reply: a failed walk reports none (and
 		 * leaves its scan to scan_free()). */
-		json_object_object_add(o, "files",
-				       r < 0 ? json_object_new_array() :
-					       produced_json(sr->s, TAKE_PTR(sr->scan)));
+		reply_set(o, "files",
+			  r < 0 ? json_object_new_array() :
+				  produced_json(sr->s, TAKE_PTR(sr->scan)));
 	} else if (r < 0) {
 		json_object_put(o);
 		o = r == -ECANCELED ? reply_error("not_found", "the session was destroyed") :
@@ -104,9 +107,8 @@ static void scan_done(ScanReply *sr, int r)
 	} else {
 		bool truncated = false;
 
-		json_object_object_add(o, "files",
-				       wsfs_scan_take_list(TAKE_PTR(sr->scan), &truncated));
-		json_object_object_add(o, "truncated", json_object_new_boolean(truncated));
+		reply_set(o, "files", wsfs_scan_take_list(TAKE_PTR(sr->scan), &truncated));
+		reply_set(o, "truncated", json_object_new_boolean(truncated));
 	}
 	if (sr->conn)
 		conn_reply(sr->conn, o, NULL, 0);
@@ -114,8 +116,8 @@ static void scan_done(ScanReply *sr, int r)
 		json_object_put(o);
 	scan_unlink(sr);
 	scan_free(sr);
-	if (run)
-		run_ended(run);
+	if (sent)
+		sent(sent_arg);
 }
 
 static void on_scan_slice(Loop *l, void *data);
@@ -152,7 +154,7 @@ static void scan_begin(Session *s, ScanReply *sr)
 }
 
 void reply_with_produced_files(Session *s, Conn *c, json_object *reply,
-			       const struct timespec *since, Run *run)
+			       const struct timespec *since, ScanSentFn *sent, void *sent_arg)
 {
 	ScanReply *sr = calloc(1, sizeof(*sr));
 	size_t max = (size_t)s->m->cfg->produced_files_max;
@@ -162,18 +164,19 @@ void reply_with_produced_files(Session *s, Conn *c, json_object *reply,
 		r = wsfs_scan_changes(s->ws_fd, since, max, &sr->scan);
 	if (r < 0 || max == 0) {
 		free(sr);
-		json_object_object_add(reply, "files", json_object_new_array());
+		reply_set(reply, "files", json_object_new_array());
 		if (c)
 			conn_reply(c, reply, NULL, 0);
 		else
 			json_object_put(reply);
-		if (run)
-			run_ended(run);
+		if (sent)
+			sent(sent_arg);
 		return;
 	}
 	sr->conn = c;
 	sr->reply = reply;
-	sr->run = run;
+	sr->sent = sent;
+	sr->sent_arg = sent_arg;
 	scan_begin(s, sr);
 }
 
@@ -207,7 +210,7 @@ void scans_cancel(Session *s)
 
 		/* The sandbox is going: a reply goes without its files, a listing not at all.
 		 * A run's reply is the run's to end (run_abort() has). */
-		sr->run = NULL;
+		sr->sent = NULL;
 		scan_done(sr, -ECANCELED);
 	}
 }

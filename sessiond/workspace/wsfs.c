@@ -18,7 +18,9 @@
 #include <json-c/json.h>
 
 #include "cleanup.h"
+#include "core/reply.h"
 #include "kernel_features.h"
+#include "sandbox_layout.h"
 #include "wsname.h"
 
 /* openat2() answers -EAGAIN when a rename raced with a ".." lookup; it is safe to retry. */
@@ -63,7 +65,7 @@ static bool is_dot_or_dotdot(const char *name)
 
 int wsfs_normalize(const char *api_path, bool allow_root, char *out, size_t outlen)
 {
-	static const char prefix[] = "/workspace";
+	static const char prefix[] = SANDBOX_WORKSPACE;
 	char raw[PATH_MAX];
 	const char *p = raw;
 	size_t n = 0;
@@ -535,16 +537,6 @@ static int walk_start(Walk *w, int ws_fd, const char *rel)
 	return walk_push(w, fd, len);
 }
 
-/* Add val (ownership taken) under key; -ENOMEM when val could not be made. */
-static int json_add(struct json_object *o, const char *key, struct json_object *val)
-{
-	if (!val || json_object_object_add(o, key, val) < 0) {
-		json_object_put(val);
-		return -ENOMEM;
-	}
-	return 0;
-}
-
 static int list_visit(Walk *w, const char *path, const struct stat *st)
 {
 	struct json_object *arr = w->userdata;
@@ -553,15 +545,12 @@ static int list_visit(Walk *w, const char *path, const struct stat *st)
 
 	if (!o)
 		return -ENOMEM;
-	if (json_add(o, "path", json_object_new_string(path)) < 0 ||
-	    json_add(o, "size_bytes", json_object_new_int64(st->st_size)) < 0 ||
-	    json_add(o, "modified_at", json_object_new_double(mtime)) < 0 ||
-	    json_add(o, "mime_type", json_object_new_string(wsfs_guess_mime(path))) < 0)
+	if (reply_set(o, "path", json_object_new_string(path)) < 0 ||
+	    reply_set(o, "size_bytes", json_object_new_int64(st->st_size)) < 0 ||
+	    reply_set(o, "modified_at", json_object_new_double(mtime)) < 0 ||
+	    reply_set(o, "mime_type", json_object_new_string(wsfs_guess_mime(path))) < 0)
 		return -ENOMEM;
-	if (json_object_array_add(arr, o) < 0)
-		return -ENOMEM;
-	o = NULL;
-	return 0;
+	return reply_append(arr, TAKE_PTR(o));
 }
 
 static int cmp_entry_path(const void *a, const void *b)

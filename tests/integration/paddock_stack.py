@@ -236,6 +236,13 @@ def free_port():
         return s.getsockname()[1]
 
 
+def _unlink_if_there(path):
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
 def _connectable(family, address):
     s = socket.socket(family, socket.SOCK_STREAM)
     s.settimeout(1.0)
@@ -719,12 +726,17 @@ class Stack:
     def restart(self, key):
         """Start a program of the stack again (after kill9) and wait until it serves."""
         env = self.env()
+        # The path the dead program listened on may still accept for a moment (a child of
+        # the killed daemon, sharing its files, has not died yet): gone first, a connect
+        # can only reach the new program.
         if key == "paddock-sessiond":
-            p = self._spawn(key, [SESSIOND_BIN], env)
             sock = os.path.join(self.run_dir, "sessiond.sock")
+            _unlink_if_there(sock)
+            p = self._spawn(key, [SESSIOND_BIN], env)
             self._wait_until(lambda: _connectable(socket.AF_UNIX, sock), p, key)
         elif key == "paddock-fcgi":
             fsock = os.path.join(self.run_dir, "fcgi.sock")
+            _unlink_if_there(fsock)
             p = self._spawn(key, [FCGI_BIN, "--socket", fsock], env)
             self._wait_until(lambda: _connectable(socket.AF_UNIX, fsock), p, key)
         else:

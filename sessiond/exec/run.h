@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: MIT */
+/* Within the exec room: the run, and what its files call of each other. */
+#pragma once
+
+#include <signal.h>
+#include <stdarg.h>
+
+#include "exec.h"
+
+#define RC_TIMEOUT 124 /* as timeout(1) reports a program it stopped */
+#define RC_KILLED 137  /* 128 + SIGKILL, as a shell reports a killed program */
+
+/* Phases of an execution. */
+enum run_phase {
+	RUN_STARTING,	 /* waiting for the interpreter to start */
+	RUN_RUNNING,	 /* request sent, waiting for its reply */
+	RUN_INTERRUPTED, /* deadline passed, SIGINT sent, grace timer armed */
+	RUN_REAPING,	 /* finished; killing what the run left behind */
+	RUN_KILLING,	 /* grace passed; killing every process of the session */
+	RUN_SCANNING,	 /* over; its reply waits for the walk that finds the files it made */
+};
+
+/* The one execution in flight in a session. */
+struct Run {
+	Session *s;
+	Conn *conn; /* NULL once the worker went away */
+	enum interp_kind kind;
+	enum run_phase phase;
+	char *code; /* what to run */
+	char *cwd;  /* cell mode: where the interpreter starts, or NULL */
+	bool cell;  /* notebook mode: result and error objects (code plane) */
+	uint64_t timeout_ms;
+	uint64_t start_ms;	  /* monotonic, for execution_time_ms */
+	double start_real;	  /* POSIX seconds, for the log */
+	struct timespec start_ts; /* realtime, for produced files */
+	SandboxUsage usage0;	  /* cgroup counters at the start */
+	LoopSource *timer;	  /* deadline or grace */
+	bool timed_out;		  /* deadline passed */
+	bool interrupted_ok;	  /* the interpreter answered after SIGINT */
+	bool lost_state;	  /* interpreter killed; a new one will start */
+	unsigned clear_rounds;	  /* times leftovers were stopped so that it could start */
+	bool cleared;		  /* processes of earlier calls were stopped for it */
+	int return_code;
+	json_object *reply; /* the interpreter's reply object (python), owned */
+	char *note;	    /* text appended to stderr, owned */
+};
+
+/* outbuf.c */
+void outbuf_append(OutBuf *b, const char *data, size_t len, size_t cap);
+/* The kept bytes (NUL-terminated, valid UTF-8, a note of what was dropped), the caller's
+ * to free; b is empty after. */
+char *outbuf_finish(OutBuf *b, size_t *len);
+void outbuf_clear(OutBuf *b);
+
+/* hostinterp.c: interpreters that run outside the sandbox (the endpoint bridge) */
+bool interp_on_host(enum interp_kind kind);
+/* Fork and exec it as the worker user: its pid and fds (pidfd, ctl, out, err). */
+int host_interp_spawn(Session *s, enum interp_kind kind, pid_t *pid, int fds[4]);
+void host_interp_stop(Interp *ip, int sig);
+
+/* interp.c */
+/* Start the interpreter of kind: through init (attached at INIT_SPAWNED), or on the host. */
+int interp_spawn(Session *s, enum interp_kind kind);
+/* ip's files from its start (pidfd, ctl, out, err) on the loop; then the probe, whose
+ * answer says it is up. */
+void interp_attach(Session *s, enum interp_kind kind, pid_t pid, int fds[4]);
+void interp_close(Interp *ip);
+/* Write what is left of ip's request; the rest when the socket takes more. */
+void interp_flush_request(Interp *ip);
+/* What the loop watches ip's control socket for, from what ip waits on. */
+void ctl_watch(Interp *ip);
+/* Read what ip's pipes hold now into its buffers. */
+void drain_all(Interp *ip);
+/* The host pids a kill of the session's processes spares; how many. */
+size_t kill_keep_list(Session *s, bool keep_interps, pid_t keep[1 + INTERP_KIND_COUNT]);
+/* Kill every process of s but init and (keep_interps) the live interpreters: 0 done,
+ * 1 asked init (INIT_KILLED follows), or -errno. */
+int kill_processes(Session *s, bool keep_interps);
+
+/* run.c */
+/* An exec request as op_exec has checked it (its strings are the request's). */
+typedef struct ExecRequest {
+	enum interp_kind kind; /* the tool's, resolved for the session's tier */
+	const char *code;
+	const char *cwd;       /* cell mode: where the interpreter starts, or NULL */
+	bool cell;	       /* the code plane's notebook mode */
+	uint64_t timeout_ms;
+} ExecRequest;
+
+/* Start er's call on s (which runs none); c is answered when it ends. */
+void run_start(Session *s, Conn *c, const ExecRequest *er);
+void run_note(Run *run, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Send the run's request to its interpreter, which is up; its deadline starts. */
+void run_send(Run *run);
+/* The interpreter answered or died: finish, or first kill what the run left behind. */
+void run_complete(Run *run);
+/* Reply to the worker (with the files the run made), log, and forget the run. */
+void run_finish(Run *run);
+/* Every process but init is dead: collect what the run wrote, forget the interpreters. */
+void interps_all_dead(Session *s);
+/* The return code a reply line names (its object kept as run->reply). */
+int reply_return_code(Run *run, const char *line);
+/* Leftovers keep the interpreter from starting: stop them and start it again; false when
+ * that was not tried. */
+bool run_clear_leftovers(Run *run);
+/* Whether the run's interpreter was killed for memory as it started. */
+bool start_oom_killed(Run *run, int status);
+/* The run's interpreter could not start (why: a sentence): the call fails saying so. */
+void run_start_failed(Run *run, const char *why);
+/* Start the run's interpreter again (after a re-adoption without it). */
+void run_retry_start(Run *run);

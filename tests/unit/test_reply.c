@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: MIT */
+/* sessiond's checked reply setters: a failed set marks the reply, and what holds it. */
+#include <errno.h>
+#include <string.h>
+
+#include "core/reply.h"
+#include "unit.h"
+
+static void test_a_whole_reply_is_not_incomplete(void)
+{
+	json_object *o = reply_ok(), *arr = json_object_new_array();
+
+	CHECK(reply_set(o, "n", json_object_new_int(1)) == 0);
+	CHECK(reply_append(arr, json_object_new_string("x")) == 0);
+	CHECK(reply_set(o, "list", arr) == 0);
+	CHECK(!reply_incomplete(o));
+	CHECK(json_object_get_int(json_object_object_get(o, "n")) == 1);
+	json_object_put(o);
+}
+
+static void test_a_value_that_could_not_be_made_marks_the_reply(void)
+{
+	json_object *o = reply_ok();
+
+	CHECK(reply_set(o, "stdout", NULL) == -ENOMEM);
+	CHECK(reply_incomplete(o));
+	CHECK(!json_object_object_get_ex(o, "stdout", NULL));
+	json_object_put(o);
+}
+
+static void test_a_failure_inside_marks_every_object_it_is_set_in(void)
+{
+	json_object *o = reply_ok(), *usage = json_object_new_object();
+	json_object *arr = json_object_new_array(), *entry = json_object_new_object();
+
+	CHECK(reply_set(usage, "cpu_ms", NULL) == -ENOMEM);
+	CHECK(reply_set(o, "usage", usage) == 0);
+	CHECK(reply_incomplete(o));
+	json_object_put(o);
+
+	o = reply_ok();
+	CHECK(reply_append(arr, NULL) == -ENOMEM);
+	CHECK(reply_incomplete(arr));
+	CHECK(reply_set(entry, "files", arr) == 0);
+	CHECK(reply_set(o, "entry", entry) == 0);
+	CHECK(reply_incomplete(o));
+	json_object_put(o);
+}
+
+static void test_no_reply_at_all_is_incomplete(void)
+{
+	json_object *v = json_object_new_int(3);
+
+	CHECK(reply_incomplete(NULL));
+	/* The value is taken even so: nothing leaks (the ASan build checks). */
+	CHECK(reply_set(NULL, "k", v) == -ENOMEM);
+	CHECK(reply_append(NULL, json_object_new_int(4)) == -ENOMEM);
+}
+
+static void test_request_getters_read_only_their_type(void)
+{
+	json_object *req = json_tokener_parse("{\"s\":\"x\",\"i\":5,\"b\":true,\"si\":\"5\"}");
+	int64_t v = 0;
+
+	CHECK(req_string(req, "s") && strcmp(req_string(req, "s"), "x") == 0);
+	CHECK(req_string(req, "i") == NULL);
+	CHECK(req_int(req, "i", &v) && v == 5);
+	CHECK(!req_int(req, "si", &v));
+	CHECK(req_bool(req, "b"));
+	CHECK(!req_bool(req, "missing"));
+	json_object_put(req);
+}
+
+int main(void)
+{
+	test_a_whole_reply_is_not_incomplete();
+	test_a_value_that_could_not_be_made_marks_the_reply();
+	test_a_failure_inside_marks_every_object_it_is_set_in();
+	test_no_reply_at_all_is_incomplete();
+	test_request_getters_read_only_their_type();
+	return unit_summary();
+}
