@@ -51,14 +51,17 @@ static const struct Op *op_find(const char *name)
 void manager_handle_request(void *data, Conn *c, json_object *body)
 {
 	Manager *m = data;
-	Request r = { .op = req_string(body, "op"), .tenant = req_string(body, "tenant"), .body = body };
+	Request r = { .op = req_string(body, "op"),
+		      .tenant = req_string(body, "tenant"),
+		      .body = body };
 	const struct Op *op = op_find(r.op);
 
 	if (!r.op)
 		conn_reply(c, reply_error("invalid", "op is missing"), NULL, 0);
 	else if (!op)
 		conn_reply(c, reply_error("bad_request", "unknown op"), NULL, 0);
-	else if (op->needs_session && !(r.s = session_find(m, req_string(body, "session_id"), r.tenant)))
+	else if (op->needs_session &&
+		 !(r.s = session_find(m, req_string(body, "session_id"), r.tenant)))
 		conn_reply(c, reply_error("not_found", "unknown session"), NULL, 0);
 	else
 		op->handle(m, c, &r);

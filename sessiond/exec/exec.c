@@ -11,7 +11,9 @@ static bool tool_kind(const char *tool, enum interp_kind *kind)
 	static const struct {
 		const char *name;
 		enum interp_kind kind;
-	} tools[] = { { "python", INTERP_PYTHON }, { "bash", INTERP_BASH }, { "node", INTERP_NODE } };
+	} tools[] = { { "python", INTERP_PYTHON },
+		      { "bash", INTERP_BASH },
+		      { "node", INTERP_NODE } };
 
 	for (size_t i = 0; tool && i < ARRAY_SIZE(tools); i++)
 		if (strcmp(tool, tools[i].name) == 0) {

@@ -82,8 +82,8 @@ int kill_processes(Session *s, bool keep_interps);
 typedef struct ExecRequest {
 	enum interp_kind kind; /* the tool's, resolved for the session's tier */
 	const char *code;
-	const char *cwd;       /* cell mode: where the interpreter starts, or NULL */
-	bool cell;	       /* the code plane's notebook mode */
+	const char *cwd; /* cell mode: where the interpreter starts, or NULL */
+	bool cell;	 /* the code plane's notebook mode */
 	uint64_t timeout_ms;
 } ExecRequest;
 
