@@ -18,8 +18,7 @@
 
 #include "cleanup.h"
 #include "clock.h"
-#include "json_in.h"
-#include "json_out.h"
+#include "http/json.h"
 #include "log.h"
 
 #define PROBE_TIMEOUT_MS 20000

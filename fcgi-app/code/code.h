@@ -9,9 +9,9 @@
 #include <json-c/json.h>
 
 #include "app.h"
-#include "client.h"
 #include "config.h"
-#include "route.h"
+#include "http/client.h"
+#include "http/route.h"
 
 /* The plane's route table (code.c). */
 extern const RouteTable code_routes;
@@ -19,7 +19,7 @@ extern const RouteTable code_routes;
 /* The account every session runs as; the only value `user` may name. */
 #define CODE_SANDBOX_USER "sandbox"
 
-/* ---- what the runtime offers (code_probe.c) ---- */
+/* ---- what the runtime offers (probe.c) ---- */
 
 /* The layer that runs Python for the code routes. */
 enum code_tier {
@@ -92,7 +92,7 @@ int code_take_session_id(ReqCtx *rq, json_object *body, const char **ret);
  */
 int code_check_cwd(ReqCtx *rq, const char *session_id, const char *cwd);
 
-/* ---- sessions (code_sessions.c) ---- */
+/* ---- sessions (sessions.c) ---- */
 
 void code_session_create(ReqCtx *rq);
 void code_session_list(ReqCtx *rq);
@@ -103,7 +103,7 @@ void jupyter_session_create(ReqCtx *rq);
 void jupyter_session_delete(ReqCtx *rq);
 void jupyter_session_delete_all(ReqCtx *rq);
 
-/* ---- notebook outputs (code_out.c) ---- */
+/* ---- notebook outputs (outputs.c) ---- */
 
 /* What one cell produced, shaped from sessiond's exec reply. Strings are owned. */
 typedef struct CellOutcome {

@@ -11,11 +11,10 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "http/json.h"
+#include "http/multipart.h"
 #include "io.h"
-#include "json_in.h"
-#include "json_out.h"
 #include "log.h"
-#include "multipart.h"
 
 #define CHUNK (64 * 1024)
 #define PUT_SLACK (64 * 1024) /* multipart framing allowed beyond put_max_bytes */

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* HTTP over FastCGI: CGI params, capped body reads, responses, JSON error bodies. */
+/* HTTP over FastCGI: CGI params, capped body reads, a body as one JSON object, responses,
+ * JSON error bodies. */
 #pragma once
 
 #include <stdbool.h>
@@ -55,6 +56,27 @@ int http_send_json(HttpReq *h, int status, json_object *body, const char *extra)
 /* {"detail": "<sentence>"} with Content-Type: application/json. */
 int http_error(HttpReq *h, int status, const char *extra, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
+
+/* ---- a body as one JSON object (body.c): the checks both APIs share ---- */
+
+/* What kept a body from becoming a JSON object; each API words and shapes it its own way. */
+enum body_problem {
+	BODY_EMPTY,	 /* nothing but white space */
+	BODY_TOO_LARGE,	 /* over max_bytes */
+	BODY_UNREADABLE, /* the connection failed */
+	BODY_NOT_JSON,	 /* detail says why (the parser's words) */
+	BODY_NOT_OBJECT, /* valid JSON, not an object */
+	BODY_NO_MEMORY,
+};
+
+typedef struct BodyError {
+	enum body_problem kind;
+	char detail[256]; /* for BODY_NOT_JSON */
+} BodyError;
+
+/* Read at most max_bytes and parse them under max_depth. 0 and *ret the object, or -1 and
+ * *e filled (with *ret NULL). */
+int body_read_json(HttpReq *h, size_t max_bytes, int max_depth, json_object **ret, BodyError *e);
 
 /*
  * Before the request is finished: read what is left of a small body so the

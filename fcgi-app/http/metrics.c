@@ -11,7 +11,7 @@
 
 #include "app.h"
 #include "cleanup.h"
-#include "json_out.h"
+#include "json.h"
 #include "log.h"
 
 #define SLOTS_MAX 48

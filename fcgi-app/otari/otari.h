@@ -5,13 +5,13 @@
 #include <json-c/json.h>
 
 #include "app.h"
-#include "client.h"
-#include "route.h"
+#include "http/client.h"
+#include "http/route.h"
 
 /* The API's route table. */
 extern const RouteTable otari_routes;
 
-/* Handlers: sessions and execution (otari.c), files (otari_files.c). */
+/* Handlers: sessions and execution (otari.c), files (files.c). */
 void otari_create(ReqCtx *rq);
 void otari_exec(ReqCtx *rq);
 void otari_destroy(ReqCtx *rq);

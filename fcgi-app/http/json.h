@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Request JSON: parsing under size and depth limits, UTF-8 checks, typed field getters. */
+/* JSON in and out: requests parsed under size and depth limits with UTF-8 checks and typed
+ * field getters; replies built with ownership-taking setters and rendered. */
 #pragma once
 
 #include <stdbool.h>
@@ -22,6 +23,8 @@ static inline void json_putp(json_object **o)
 }
 #define _cleanup_json_ _cleanup_(json_putp)
 
+/* ---- in (json_in.c) ---- */
+
 /*
  * Parse one JSON value from buf. Strict syntax; nothing but whitespace after it;
  * the raw bytes and every decoded string must be valid UTF-8; nesting of arrays
@@ -40,3 +43,14 @@ int json_in_string(json_object *obj, const char *key, const char **ret, size_t *
 /* Integers, and numbers with no fractional part; -ERANGE outside int64. */
 int json_in_int(json_object *obj, const char *key, int64_t *ret);
 int json_in_object(json_object *obj, const char *key, json_object **ret);
+
+/* ---- out (json_out.c) ---- */
+
+/* Set obj[key] = val, taking val (also on failure). -ENOMEM when val is NULL or on failure. */
+int json_set(json_object *obj, const char *key, json_object *val);
+
+/* Copy obj[key] from src into dst when present (a new reference); 0 when absent. */
+int json_copy_field(json_object *dst, json_object *src, const char *key);
+
+/* Render compactly; the string belongs to obj. NULL on allocation failure. */
+const char *json_render(json_object *obj, size_t *len);

@@ -9,8 +9,7 @@
 #include <string.h>
 
 #include "cleanup.h"
-#include "json_in.h"
-#include "json_out.h"
+#include "http/json.h"
 
 /* A growable byte string (NUL bytes allowed), NUL-terminated for convenience. */
 struct text {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* JSON output helpers: json-c allocation failures become -ENOMEM here. */
-#include "json_out.h"
+#include "json.h"
 
 #include <errno.h>
 

@@ -8,10 +8,9 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "body.h"
 #include "cleanup.h"
-#include "json_in.h"
-#include "json_out.h"
+#include "http/http.h"
+#include "http/json.h"
 #include "log.h"
 
 static const Route routes[] = {

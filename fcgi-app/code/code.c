@@ -10,10 +10,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "body.h"
 #include "cleanup.h"
-#include "json_in.h"
-#include "json_out.h"
+#include "http/http.h"
+#include "http/json.h"
 #include "log.h"
 
 /* Which request and reply shapes a route speaks. */

@@ -14,7 +14,7 @@
 
 #include "cleanup.h"
 #include "io.h"
-#include "json_out.h"
+#include "json.h"
 
 #define DRAIN_MAX (1 << 20) /* unread body we read away to keep a connection */
 

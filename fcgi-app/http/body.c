@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* Request bodies as JSON objects: size cap, empty bodies, parse errors, the object check. */
-#include "body.h"
+#include "http.h"
 
 #include <errno.h>
 #include <string.h>
 
 #include "cleanup.h"
-#include "json_in.h"
+#include "json.h"
 
 static int fail(BodyError *e, enum body_problem kind)
 {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Request JSON parsing with json-c: the one place its tokener errors become ours. */
-#include "json_in.h"
+#include "json.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -10,8 +10,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
-#include "json_in.h"
-#include "json_out.h"
+#include "json.h"
 #include "proto.h"
 
 int sessiond_client_init(SessiondClient *c, const char *runtime_dir, int64_t reply_timeout_s)
