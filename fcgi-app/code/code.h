@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* The code-interpreter plane (/v1 and /v2 code, jupyter, nodejs, capabilities): shared parts. */
+/* The code-interpreter plane (/v1 and /v2 code, jupyter, nodejs, capabilities): its routes,
+ * handlers and the parts they share. */
 #pragma once
 
 #include <stdbool.h>
@@ -13,7 +14,7 @@
 #include "http/client.h"
 #include "http/route.h"
 
-/* The plane's route table (code.c). */
+/* The plane's route table (code.c): the handlers below. */
 extern const RouteTable code_routes;
 
 /* The account every session runs as; the only value `user` may name. */
@@ -58,11 +59,21 @@ const CodeRuntimes *code_runtimes(const PaddockConfig *cfg);
 /* "native", "kernel" or "endpoint". */
 const char *code_tier_name(enum code_tier t);
 
-/* Handlers of GET /v1|v2/code/info and GET /v1/capabilities. */
+/* ---- what the runtime offers, answered (info.c) ---- */
+
+/* GET /v1|v2/code/info and GET /v1/capabilities. */
 void code_info(ReqCtx *rq);
 void code_capabilities(ReqCtx *rq);
 
-/* ---- the envelope (code.c) ---- */
+/* ---- execute (execute.c) ---- */
+
+/* POST /v2/code/execute, /v1/code/execute, /v1/nodejs/execute, /v1/jupyter/execute. */
+void code_execute_v2(ReqCtx *rq);
+void code_execute_v1(ReqCtx *rq);
+void nodejs_execute(ReqCtx *rq);
+void jupyter_execute(ReqCtx *rq);
+
+/* ---- the envelope and shared request pieces (envelope.c) ---- */
 
 /* {"success", "message", "data"} with status; data is taken (NULL: null). */
 void code_reply(ReqCtx *rq, int status, bool success, const char *message, json_object *data);

@@ -8,16 +8,18 @@
 #include "http/client.h"
 #include "http/route.h"
 
-/* The API's route table. */
+/* The API's route table (otari.c): the handlers below. */
 extern const RouteTable otari_routes;
 
-/* Handlers: sessions and execution (otari.c), files (files.c). */
+/* Handlers: sessions and execution (sessions.c), files (files.c). */
 void otari_create(ReqCtx *rq);
 void otari_exec(ReqCtx *rq);
 void otari_destroy(ReqCtx *rq);
 void otari_list(ReqCtx *rq);
 void otari_get(ReqCtx *rq);
 void otari_put(ReqCtx *rq);
+
+/* ---- the daemon (daemon.c) ---- */
 
 /* A sessiond request for op with request_id, tenant and session_id filled in (owned). */
 json_object *otari_sd_request(ReqCtx *rq, const char *op);
