@@ -45,7 +45,7 @@ def api_form(raw: bytes) -> str:
 # Each name is made by code in the session, in a directory of its own so that the tests
 # below can tell what each call produced.
 NAMES = [
-    b"bad-\xc3\x28-\xff.txt",                 # the name: a broken sequence, a stray byte
+    b"bad-\xc3\x28-\xff.txt",                 # a broken sequence and a stray byte
     b"lone-\x80\xbf\xc0\xc1\xf5\xfe.bin",      # bytes that never start or continue UTF-8
     b"overlong-\xe0\x80\xaf-surrogate-\xed\xa0\x80",
     b"cut-\xe6\x97",                           # a sequence cut by the end of the name
