@@ -38,8 +38,9 @@ test: deps format-check build build-asan
 test-integration: deps build
 	cd build && ctest $(CTEST_FLAGS) -L integration
 
-# Benchmarks (issue 6): a release build of its own, the bench programs, every row with its
-# floor measured in the same run; results in bench/results/. BENCH_FLAGS e.g. --density 1000.
+# Benchmarks: a release build of its own, the bench programs, every row with its floor
+# measured in the same run; each run's results in $(BENCH_BUILD)/bench-results/, and a run of
+# every row replaces bench/results/latest.{md,json,png}. BENCH_FLAGS e.g. --density 1000.
 BENCH_BUILD ?= build-bench
 BENCH_FLAGS ?=
 bench: deps

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: MIT
-"""make bench: paddock's benchmark suite (issue 6), every row next to its floor or peer
-measured in the same run.
+"""make bench: paddock's benchmark suite, every row next to its floor or peer measured in
+the same run.
 
 Starts the real stack (release build) with tests/integration/paddock_stack.py, and beside
 it a peer nginx rendered from the same template and locations, relaying to bench's
@@ -11,7 +11,9 @@ harnesses over their pipes, start times), wrk with bench/wrk_sessions.lua (throu
 curl (files), callgrind (bench/callgrind_check.py). Loopback only; every loop is bounded
 in count and time.
 
-Writes bench/results/<date>_<time>_<kernel>.{md,json,png} and prints the table.
+Writes <build>/bench-results/<date>_<time>_<kernel>.{md,json,png} (every run, out of the
+source tree) and prints the table; a run of every row also replaces
+bench/results/latest.{md,json,png}, the one run the tree keeps.
 """
 
 import argparse
@@ -35,6 +37,9 @@ from procs import children_map, cpu_seconds, stop_process, tree, wait_connectabl
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_DIR = os.path.dirname(HERE)
+# The tree keeps the latest run of every row, as latest.{md,json,png}.
+LATEST_DIR = os.path.join(HERE, "results")
+ALL_ROWS = "1,2,2r,3,4,5,6,7"
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 
 
@@ -1188,7 +1193,7 @@ def format_row(r):
     return s
 
 
-def markdown(bench, started, problems):
+def markdown(bench, started, problems, plot_name=None):
     m = bench.machine
     lines = [f"# paddock bench, {started}", "",
              f"Machine: {m['nproc']} CPUs, {m['model']}, kernel {m['kernel']}, {m['mem_total_mib']} MiB; "
@@ -1224,6 +1229,8 @@ def markdown(bench, started, problems):
             lines.append(f"| {f['per_exec']:,.0f} | {f['share'] * 100:.1f}% | `{f['fn']}` |")
     if problems:
         lines += ["", "Problems found when stopping the stack:", ""] + [f"- {p}" for p in problems]
+    if plot_name:
+        lines += ["", f"![the rows against their floors]({plot_name})"]
     return "\n".join(lines) + "\n"
 
 
@@ -1305,9 +1312,12 @@ def main():
     ap.add_argument("--build", default=os.path.join(SOURCE_DIR, "build-bench"),
                     help="release build of paddock (paddock-sessiond, paddock-fcgi, lib/)")
     ap.add_argument("--bench-bin", help="where pdload, fcgi_fixed, vg_shim.so are (default BUILD/bench)")
-    ap.add_argument("--out-dir", default=os.path.join(HERE, "results"))
+    ap.add_argument("--out-dir", help="where every run's files go (default BUILD/bench-results)")
     ap.add_argument("--name", help="results file name (default <date>_<time>_<kernel>, UTC)")
-    ap.add_argument("--rows", default="1,2,2r,3,4,5,6,7", help="comma-separated rows to run")
+    ap.add_argument("--rows", default=ALL_ROWS, help="comma-separated rows to run")
+    ap.add_argument("--latest", action=argparse.BooleanOptionalAction, default=None,
+                    help=f"replace {os.path.relpath(LATEST_DIR, SOURCE_DIR)}/latest.{{md,json,png}} "
+                    "(default: when every row ran)")
     ap.add_argument("--code-n", type=int, default=50, help="row 7: runs per measurement")
     ap.add_argument("-n", type=int, default=2000, help="row 1: requests per measurement per round")
     ap.add_argument("--seconds", type=float, default=10, help="row 1: time bound per measurement")
@@ -1331,7 +1341,10 @@ def main():
     args = ap.parse_args()
     args.build = os.path.abspath(args.build)
     args.bench_bin = os.path.abspath(args.bench_bin or os.path.join(args.build, "bench"))
+    args.out_dir = os.path.abspath(args.out_dir or os.path.join(args.build, "bench-results"))
     rows = set(args.rows.split(","))
+    if args.latest is None:
+        args.latest = rows >= set(ALL_ROWS.split(","))
     if os.geteuid() != 0:
         sys.exit("run_bench.py: run as root (sessiond needs it)")
 
@@ -1357,14 +1370,25 @@ def main():
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d_%H%M")
     name = args.name or f"{stamp}_{bench.machine['kernel']}"
     base = os.path.join(args.out_dir, name)
+    plotted = plot(bench, base + ".png")
     with open(base + ".md", "w", encoding="utf-8") as f:
-        f.write(markdown(bench, started, problems))
+        f.write(markdown(bench, started, problems, os.path.basename(base) + ".png" if plotted else None))
     with open(base + ".json", "w", encoding="utf-8") as f:
         json.dump({"started": started, "elapsed_s": elapsed, "machine": bench.machine, "args": vars(args),
                    "rows": bench.rows, "extra": bench.extra, "problems": problems,
                    "samples_summary": {k: stats_us(v) for k, v in bench.samples.items()}}, f, indent=1)
-    plotted = plot(bench, base + ".png")
     print(f"\nwrote {base}.md, {base}.json{', ' + base + '.png' if plotted else ''} in {elapsed:.0f} s")
+    if args.latest:
+        latest = os.path.join(LATEST_DIR, "latest")
+        os.makedirs(LATEST_DIR, exist_ok=True)
+        with open(latest + ".md", "w", encoding="utf-8") as f:
+            f.write(markdown(bench, started, problems, "latest.png" if plotted else None))
+        shutil.copyfile(base + ".json", latest + ".json")
+        if plotted:
+            shutil.copyfile(base + ".png", latest + ".png")
+        elif os.path.exists(latest + ".png"):
+            os.unlink(latest + ".png")  # an older run's plot would pass for this one's
+        print(f"replaced {latest}.{{md,json{',png' if plotted else ''}}}")
     for p in problems:
         print(f"stack: {p}")
     bad = [r for r in bench.rows if r.get("errors")]

@@ -8,11 +8,11 @@
 
 #include <fcgiapp.h>
 
-#include "auth.h"
-#include "client.h"
 #include "config.h"
-#include "http.h"
-#include "route.h"
+#include "http/auth.h"
+#include "http/client.h"
+#include "http/http.h"
+#include "http/route.h"
 
 /* Shared by all threads; read-only once the threads start. */
 typedef struct App {

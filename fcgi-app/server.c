@@ -15,10 +15,10 @@
 
 #include "cleanup.h"
 #include "clock.h"
-#include "code.h"
+#include "code/code.h"
+#include "http/metrics.h"
 #include "log.h"
-#include "metrics.h"
-#include "otari.h"
+#include "otari/otari.h"
 
 /* The APIs served, tried in order. The code-interpreter plane joins here. */
 static const RouteTable *const apis[] = { &otari_routes, &metrics_routes, &code_routes };

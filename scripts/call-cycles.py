@@ -28,7 +28,7 @@ def objects(build):
         if not target.endswith(".dir") or not os.path.exists(link):
             continue
         with open(link) as f:
-            words = f.read().split()
+            words = [w.strip("\"'") for w in f.read().split()]
         for w in words:
             if not w.endswith(".c.o") or ".dir/" not in w:
                 continue

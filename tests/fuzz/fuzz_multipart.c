@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "multipart.h"
+#include "http/multipart.h"
 
 #define MAX_PARTS 1000 /* PutFile's caps */
 #define MAX_HEADER 8192

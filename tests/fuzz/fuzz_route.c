@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "otari.h"
-#include "route.h"
+#include "http/route.h"
+#include "otari/otari.h"
 #include "utf8.h"
 
 static const char *const methods[] = { "GET", "POST", "DELETE", "PUT", "", "get" };

@@ -221,7 +221,7 @@ for k, (flags, path) in WS_RAW.items():
 NAMES = {
     "plain": "report.txt".encode(),
     "utf8": "\u00e9t\u00e9 \U0001f600".encode(),
-    "issue": b"bad-\xc3\x28-\xff.txt",
+    "broken-sequence": b"bad-\xc3\x28-\xff.txt",
     "stray": b"\x80\xbf\xc0\xc1\xf5\xfe\xff",
     "escape-char": "\u201bFF".encode(),
     "escaped": "bad-\u201bFF \u201bE2\u201b80\u201b9B".encode(),

@@ -64,7 +64,7 @@ def test_planted_symlinks_are_never_followed(client, stack, canary):
         # GetFile
         for path in ("shadow", "bfile", "bdir/secret", "cfile", "cdir/file", "deep/up/etc/shadow"):
             r = client.get_file(a, path)
-            assert r.status_code in (400, 403, 404), f"GetFile {path}: {r.status_code}"
+            assert r.status_code == 403, f"GetFile {path}: {r.status_code}"
             no_leak(r.content.decode("utf-8", "replace"), f"GetFile {path}")
         # ListFiles
         for path in (None, "bdir", "cdir", "deep/up", "deep"):
@@ -76,7 +76,7 @@ def test_planted_symlinks_are_never_followed(client, stack, canary):
         # PutFile: through a directory link, and onto a file link
         for path in ("cdir/new", "bdir/new", "cfile", "bfile"):
             r = client.put_file(a, b"pwned", path=path)
-            assert r.status_code in (201, 403), f"PutFile {path}: {r.status_code}"
+            assert r.status_code == 403, f"PutFile {path}: {r.status_code}"
         # The text editor
         for path in ("shadow", "bfile", "cfile", "cdir/file"):
             r = client.exec(a, EDITOR, {"command": "view", "path": path})

@@ -294,7 +294,7 @@ def test_unknown_transfer_coding_is_refused(stack, live):
                                             f"Transfer-Encoding: {te}"],
                              b"%x\r\n" % len(EXEC_BODY) + EXEC_BODY + b"\r\n0\r\n\r\n")
         rs = raw_exchange(stack, data)
-        assert len(rs) == 1 and rs[0].status in (400, 501), (te, rs)
+        assert len(rs) == 1 and rs[0].status == 501, (te, rs)
 
 
 def test_nginx_501_is_json(stack, live):
@@ -312,21 +312,20 @@ def raw_get(stack, target, allowed=None):
     return one_refusal(stack, request_bytes("GET", target), "GET", target, allowed)
 
 
-@pytest.mark.parametrize("query", [
-    "%2e%2e%2f%2e%2e%2fetc%2fshadow",
-    "..%2f..%2f..%2fetc%2fpasswd",
-    "%2E%2E/%2E%2E/%2E%2E/etc/hostname",
-    "%2fetc%2fshadow",
-    "%2fworkspace%2f..%2f..%2fetc%2fshadow",
-    "keep.txt%2f..%2f..%2f..%2fetc%2fshadow",
-    "%252e%252e%252f%252e%252e%252fetc%252fshadow",  # double encoding: a literal name
-    "..%252f..%252fetc%252fshadow",
-    "%c0%ae%c0%ae%2fetc%2fshadow",  # overlong UTF-8 dots
+@pytest.mark.parametrize("query,status", [
+    ("%2e%2e%2f%2e%2e%2fetc%2fshadow", 403),
+    ("..%2f..%2f..%2fetc%2fpasswd", 403),
+    ("%2E%2E/%2E%2E/%2E%2E/etc/hostname", 403),
+    ("%2fetc%2fshadow", 403),
+    ("%2fworkspace%2f..%2f..%2fetc%2fshadow", 403),
+    ("keep.txt%2f..%2f..%2f..%2fetc%2fshadow", 404),  # the walk stops at a file: not a directory
+    ("%252e%252e%252f%252e%252e%252fetc%252fshadow", 404),  # double encoding: a literal name
+    ("..%252f..%252fetc%252fshadow", 404),
+    ("%c0%ae%c0%ae%2fetc%2fshadow", 400),  # overlong UTF-8 dots: not UTF-8, a malformed query
 ])
-def test_percent_encoded_traversal_in_the_query(stack, live, query):
+def test_percent_encoded_traversal_in_the_query(stack, live, query, status):
     for route in ("files", "files/list"):
-        r = raw_get(stack, f"/sessions/{live}/{route}?path={query}")
-        assert r.status in (400, 403, 404, 422), r
+        raw_get(stack, f"/sessions/{live}/{route}?path={query}", allowed=(status,))
 
 
 @pytest.mark.parametrize("suffix", [
@@ -338,7 +337,8 @@ def test_percent_encoded_traversal_in_the_query(stack, live, query):
     "/%2565xec",  # double-encoded "exec"
 ])
 def test_percent_encoded_traversal_in_the_path(stack, live, suffix):
-    raw_get(stack, f"/sessions/{live}{suffix}", allowed=(400, 404, 405))
+    # The worker routes on the raw path: no route has it, or its {id} is no valid id; 404.
+    raw_get(stack, f"/sessions/{live}{suffix}", allowed=(404,))
 
 
 @pytest.mark.parametrize("target", [
@@ -348,7 +348,8 @@ def test_percent_encoded_traversal_in_the_path(stack, live, suffix):
     "/sessions/{sid}%2f..%2f{sid}/files/list",
 ])
 def test_traversal_as_the_session_id(stack, live, target):
-    raw_get(stack, target.replace("{sid}", live), allowed=(400, 404))
+    # Not a valid session id, so no session: 404.
+    raw_get(stack, target.replace("{sid}", live), allowed=(404,))
 
 
 def test_nul_in_paths(stack, client, live):
@@ -357,7 +358,8 @@ def test_nul_in_paths(stack, client, live):
                    f"/sessions/{live}/files/list?path=.%00/..",
                    f"/sessions/{live}%00/files/list",
                    f"/sessions/{live}/files%00/list"):
-        raw_get(stack, target, allowed=(400, 404))
+        # An escaped NUL: nginx refuses it in the path, the worker in a query value.
+        raw_get(stack, target, allowed=(400,))
     # A raw NUL byte in the request line is nginx's to refuse.
     target = f"/sessions/{live}/files?path=keep.txt\x00x"
     one_refusal(stack, request_bytes("GET", target), "GET", target.replace("\x00", ""), (400,))
@@ -386,13 +388,12 @@ def test_path_of_64_kib(stack, client, live):
     assert r.status == 414
     r = raw_get(stack, f"/sessions/{live}/files/{'x' * 64 * KiB}", allowed=(414,))
     # Just under nginx's buffers, so the worker and sessiond see it.
-    r = raw_get(stack, f"/sessions/{live}/files?path={'d/' * (15 * KiB)}f",
-                allowed=(400, 404, 414, 422))
+    r = raw_get(stack, f"/sessions/{live}/files?path={'d/' * (15 * KiB)}f", allowed=(422,))
     # As an upload's path field, and as an upload's file name (a part header over its cap).
     r = client.put_file(live, b"x", path=long)
-    assert r.status_code in (400, 413, 422), r.text
+    assert r.status_code == 422 and "path" in r.parsed["detail"], r.text
     r = client.put_file(live, b"x", filename="f" * 64 * KiB)
-    assert r.status_code in (400, 413, 422), r.text
+    assert r.status_code == 400 and "headers" in r.parsed["detail"], r.text
     # As the editor's path.
     r = client.exec(live, "text_editor_code_execution",
                     {"command": "create", "path": long, "file_text": "x"})
@@ -412,13 +413,14 @@ def test_session_id_of_10_kib(stack, live):
                                      ("GET", "/files?path=keep.txt", b"", []),
                                      ("DELETE", "", b"", [])):
         path = f"/sessions/{bad}{suffix}"
-        one_refusal(stack, request_bytes(method, path, hs, data), method, path, (400, 404))
+        one_refusal(stack, request_bytes(method, path, hs, data), method, path, (404,))
 
 
 def test_request_line_and_header_too_long(stack, live):
     target = f"/sessions/{live}/files/list"
     data = request_bytes("GET", target, ["X-Big: " + "b" * 40 * KiB])
-    one_refusal(stack, data, "GET", target, allowed=(400, 414, 494))
+    # nginx's 494 (a header over large_client_header_buffers) reaches the client as 400.
+    one_refusal(stack, data, "GET", target, allowed=(400,))
     target = "/sessions?" + "q" * 64 * KiB
     one_refusal(stack, request_bytes("GET", target), "GET", target, allowed=(414,))
 

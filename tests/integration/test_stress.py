@@ -3,7 +3,7 @@
 no 5xx, no leaked fds in the daemon or the worker, no leaked sandboxes, and the
 daemon's memory back near where it started.
 
-PADDOCK_STRESS_SECONDS sets the duration (default 30; the issue's full run is 60).
+PADDOCK_STRESS_SECONDS sets the duration (default 30; a full run is 60).
 """
 
 import os

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "json_in.h"
+#include "http/json.h"
 
 #include "unit.h"
 

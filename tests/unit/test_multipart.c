@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "multipart.h"
+#include "http/multipart.h"
 
 #include "unit.h"
 

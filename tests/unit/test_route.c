@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "route.h"
+#include "http/route.h"
 
 #include "unit.h"
 

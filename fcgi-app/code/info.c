@@ -1,0 +1,222 @@
+/* SPDX-License-Identifier: MIT */
+/* GET /v1|v2/code/info and GET /v1/capabilities: what the probe found, in the plane's shapes. */
+#include "code.h"
+
+#include <stdio.h>
+
+#include "cleanup.h"
+#include "http/json.h"
+
+/* The 1.x model bounds a language's timeouts at 300 s; the plane's own maximum is in
+ * max_timeout at the top of info and in each language's details. */
+#define MODEL_TIMEOUT_MAX 300
+
+/* ---- info ---- */
+
+static json_object *availability(bool ok, const char *version)
+{
+	json_object *o = json_object_new_object();
+
+	if (!o || json_set(o, "available", json_object_new_boolean(ok)) < 0 ||
+	    json_object_object_add(o, "version", ok ? json_object_new_string(version) : NULL) < 0) {
+		json_object_put(o);
+		return NULL;
+	}
+	return o;
+}
+
+static json_object *string_list(const char *const *items, size_t n)
+{
+	json_object *a = json_object_new_array();
+
+	for (size_t i = 0; a && i < n; i++)
+		if (items[i] && json_object_array_add(a, json_object_new_string(items[i])) < 0) {
+			json_object_put(a);
+			return NULL;
+		}
+	return a;
+}
+
+/* One CodeLanguageInfo entry of the 1.x model, with our details. */
+static json_object *language_entry(const PaddockConfig *cfg, const char *lang, const char *desc,
+				   bool ok, const char *version, const char *const *aliases,
+				   size_t n_aliases, const char *tier, const char *missing)
+{
+	json_object *o = json_object_new_object(), *d = json_object_new_object();
+	int64_t def = cfg->exec_timeout_default, max = cfg->exec_timeout_max;
+
+	if (!o || !d || json_set(o, "details", d) < 0) {
+		json_object_put(o);
+		return NULL;
+	}
+	if (json_set(o, "language", json_object_new_string(lang)) < 0 ||
+	    json_set(o, "description", json_object_new_string(desc)) < 0 ||
+	    json_object_object_add(o, "runtime_version",
+				   ok ? json_object_new_string(version) : NULL) < 0 ||
+	    json_set(o, "default_timeout",
+		     json_object_new_int64(def < MODEL_TIMEOUT_MAX ? def : MODEL_TIMEOUT_MAX)) <
+		    0 ||
+	    json_set(o, "max_timeout",
+		     json_object_new_int64(max < MODEL_TIMEOUT_MAX ? max : MODEL_TIMEOUT_MAX)) <
+		    0 ||
+	    json_set(o, "aliases", string_list(aliases, n_aliases)) < 0 ||
+	    json_set(d, "available", json_object_new_boolean(ok)) < 0 ||
+	    json_set(d, "tier", json_object_new_string(tier)) < 0 ||
+	    json_set(d, "default_timeout_seconds", json_object_new_int64(def)) < 0 ||
+	    json_set(d, "max_timeout_seconds", json_object_new_int64(max)) < 0 ||
+	    json_object_object_add(d, "missing", ok ? NULL : json_object_new_string(missing)) < 0) {
+		json_object_put(o);
+		return NULL;
+	}
+	return o;
+}
+
+static json_object *languages_list(const PaddockConfig *cfg, const CodeRuntimes *rt)
+{
+	static const char *const py_aliases[] = { "python3" };
+	static const char *const js_aliases[] = { "node", "nodejs", "js" };
+	json_object *a = json_object_new_array();
+	char py_desc[128], js_desc[128];
+
+	snprintf(py_desc, sizeof(py_desc), "Python %s on the %s tier%s",
+		 rt->python_ok ? rt->python_version : "(not installed)", code_tier_name(rt->tier),
+		 rt->tier == CODE_TIER_ENDPOINT ? " (kernels of the Jupyter Server)" :
+		 rt->tier == CODE_TIER_KERNEL	? " (IPython)" :
+						  " (standard library REPL)");
+	snprintf(js_desc, sizeof(js_desc), "JavaScript on Node.js %s (a persistent vm context)",
+		 rt->node_ok ? rt->node_version : "(not installed)");
+	if (!a ||
+	    json_object_array_add(a, language_entry(cfg, "python", py_desc, rt->python_serves,
+						    rt->python_version, py_aliases, 1,
+						    code_tier_name(rt->tier), rt->python_missing)) <
+		    0 ||
+	    json_object_array_add(a, language_entry(cfg, "javascript", js_desc, rt->node_ok,
+						    rt->node_version, js_aliases, 3, "native",
+						    rt->node_missing)) < 0) {
+		json_object_put(a);
+		return NULL;
+	}
+	return a;
+}
+
+/* Warm sandboxes waiting in sessiond's pools (native and kernel); 0 when it cannot say. */
+static int64_t prewarmed(ReqCtx *rq)
+{
+	_cleanup_json_ json_object *req = code_sd_request(rq, "stats", NULL);
+	int64_t native = 0, kernel = 0;
+	SessiondReply rep;
+
+	if (!req || sessiond_call(&rq->w->sd, req, SESSIOND_RETRY_ANY, &rep) < 0)
+		return 0;
+	if (rep.ok) {
+		json_in_int(rep.obj, "pool_ready", &native);
+		json_in_int(rep.obj, "pool_kernel_ready", &kernel);
+	}
+	sessiond_reply_clear(&rep);
+	return native + kernel;
+}
+
+void code_info(ReqCtx *rq)
+{
+	const PaddockConfig *cfg = rq->app->cfg;
+	const CodeRuntimes *rt = code_runtimes(cfg);
+	const char *kinds[] = { rt->python_serves ? "python" : NULL, rt->node_ok ? "nodejs" : NULL,
+				rt->kernel_ok || rt->endpoint_ok ? "jupyter" : NULL };
+	json_object *d = json_object_new_object();
+
+	if (!d || json_set(d, "backend", json_object_new_string(code_tier_name(rt->tier))) < 0 ||
+	    json_set(d, "kinds", string_list(kinds, ARRAY_SIZE(kinds))) < 0 ||
+	    json_set(d, "languages", languages_list(cfg, rt)) < 0 ||
+	    json_set(d, "python", availability(rt->python_serves, rt->python_version)) < 0 ||
+	    json_set(d, "node", availability(rt->node_ok, rt->node_version)) < 0 ||
+	    json_set(d, "max_sessions", json_object_new_int64(cfg->code_max_sessions)) < 0 ||
+	    json_set(d, "max_kernel_sessions", json_object_new_int64(cfg->kernel_max_sessions)) <
+		    0 ||
+	    json_set(d, "default_timeout", json_object_new_int64(cfg->exec_timeout_default)) < 0 ||
+	    json_set(d, "max_timeout", json_object_new_int64(cfg->exec_timeout_max)) < 0 ||
+	    json_set(d, "prewarmed", json_object_new_int64(prewarmed(rq))) < 0) {
+		json_object_put(d);
+		code_fail(rq, 500, "out of memory");
+		return;
+	}
+	code_reply(rq, 200, true, "Code runtime information", d);
+}
+
+/* ---- capabilities ---- */
+
+static json_object *missing_list(const CodeRuntimes *rt)
+{
+	const char *items[] = { rt->python_serves ? NULL : rt->python_missing,
+				rt->node_ok ? NULL : rt->node_missing,
+				rt->kernel_ok ? NULL : rt->kernel_missing };
+	char tagged[3][600];
+	const char *out[3] = { 0 };
+	static const char *const what[] = { "python", "node", "kernel" };
+
+	for (size_t i = 0; i < ARRAY_SIZE(items); i++)
+		if (items[i] && items[i][0]) {
+			snprintf(tagged[i], sizeof(tagged[i]), "%s: %s", what[i], items[i]);
+			out[i] = tagged[i];
+		}
+	return string_list(out, ARRAY_SIZE(out));
+}
+
+static json_object *code_interpreter(const PaddockConfig *cfg, const CodeRuntimes *rt)
+{
+	const char *kinds[] = { rt->python_serves ? "code" : NULL, rt->node_ok ? "nodejs" : NULL,
+				rt->kernel_ok || rt->endpoint_ok ? "jupyter" : NULL };
+	const char *warnings[ARRAY_SIZE(rt->warnings)];
+	json_object *o = json_object_new_object();
+
+	for (size_t i = 0; i < ARRAY_SIZE(warnings); i++)
+		warnings[i] = rt->warnings[i][0] ? rt->warnings[i] : NULL;
+	if (!o ||
+	    json_set(o, "status",
+		     json_object_new_string(rt->python_serves || rt->node_ok ? "ready" :
+									       "absent")) < 0 ||
+	    json_set(o, "backend", json_object_new_string(code_tier_name(rt->tier))) < 0 ||
+	    json_set(o, "kinds", string_list(kinds, ARRAY_SIZE(kinds))) < 0 ||
+	    json_object_object_add(o, "default_python",
+				   rt->python_ok ? json_object_new_string(cfg->python_bin) : NULL) <
+		    0 ||
+	    json_object_object_add(o, "default_node",
+				   rt->node_ok ? json_object_new_string(cfg->node_bin) : NULL) <
+		    0 ||
+	    json_set(o, "missing", missing_list(rt)) < 0 ||
+	    json_set(o, "warnings", string_list(warnings, ARRAY_SIZE(warnings))) < 0) {
+		json_object_put(o);
+		return NULL;
+	}
+	return o;
+}
+
+/* The sandbox facts the daemon reports (cgroup version, node), or NULL when it is away. */
+static json_object *sandbox_facts(ReqCtx *rq)
+{
+	_cleanup_json_ json_object *req = code_sd_request(rq, "stats", NULL);
+	json_object *o = NULL;
+	SessiondReply rep;
+
+	if (!req || sessiond_call(&rq->w->sd, req, SESSIOND_RETRY_ANY, &rep) < 0)
+		return NULL;
+	if (rep.ok && (o = json_object_new_object()) &&
+	    (json_copy_field(o, rep.obj, "cgroup") < 0 || json_copy_field(o, rep.obj, "node") < 0))
+		json_putp(&o);
+	sessiond_reply_clear(&rep);
+	return o;
+}
+
+void code_capabilities(ReqCtx *rq)
+{
+	const PaddockConfig *cfg = rq->app->cfg;
+	const CodeRuntimes *rt = code_runtimes(cfg);
+	json_object *d = json_object_new_object(), *sb = sandbox_facts(rq);
+
+	if (!d || json_set(d, "code_interpreter", code_interpreter(cfg, rt)) < 0 ||
+	    json_object_object_add(d, "sandbox", sb) < 0) {
+		json_object_put(d);
+		code_fail(rq, 500, "out of memory");
+		return;
+	}
+	code_reply(rq, 200, true, "Capabilities", d);
+}

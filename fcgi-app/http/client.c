@@ -1,0 +1,151 @@
+/* SPDX-License-Identifier: MIT */
+/* The sessiond connection: connect lazily, keep it, reconnect once when it broke. */
+#include "client.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "json.h"
+#include "proto.h"
+
+int sessiond_client_init(SessiondClient *c, const char *runtime_dir, int64_t reply_timeout_s)
+{
+	*c = (SessiondClient){ .fd = -1, .reply_timeout_s = reply_timeout_s };
+	if (asprintf(&c->sock_path, "%s/sessiond.sock", runtime_dir) < 0) {
+		c->sock_path = NULL;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void sessiond_client_done(SessiondClient *c)
+{
+	c->fd = safe_close(c->fd);
+	free(c->sock_path);
+	c->sock_path = NULL;
+}
+
+static int sessiond_connect(SessiondClient *c)
+{
+	int fd = proto_connect(c->sock_path, c->reply_timeout_s);
+
+	if (fd < 0)
+		return fd;
+	c->fd = fd;
+	return 0;
+}
+
+/* Read frames up to the JSON reply; output frames ('D') are not used by this worker. */
+static int read_reply(SessiondClient *c, SessiondReply *rep)
+{
+	ProtoFrame f;
+	struct json_tokener *tok;
+	int r;
+
+	for (;;) {
+		r = proto_read_frame(c->fd, &f);
+		if (r < 0)
+			return r == -EAGAIN ? -ETIMEDOUT : r;
+		if (f.type == PROTO_JSON)
+			break;
+		proto_frame_clear(&f);
+	}
+	if (f.nfds > 0) {
+		rep->fd = f.fds[0];
+		f.fds[0] = -1;
+	}
+	tok = json_tokener_new_ex(JSON_TOKENER_DEFAULT_DEPTH);
+	if (tok) {
+		rep->obj = json_tokener_parse_ex(tok, f.payload, (int)f.len);
+		json_tokener_free(tok);
+	}
+	proto_frame_clear(&f);
+	if (!rep->obj || !json_object_is_type(rep->obj, json_type_object))
+		return -EBADMSG;
+	return 0;
+}
+
+static void interpret(SessiondReply *rep)
+{
+	json_object *v;
+	int64_t ra;
+
+	rep->ok = json_object_object_get_ex(rep->obj, "ok", &v) && json_object_get_boolean(v);
+	if (rep->ok)
+		return;
+	if (json_in_string(rep->obj, "error", &rep->kind, NULL) <= 0)
+		rep->kind = "internal";
+	if (json_in_string(rep->obj, "detail", &rep->detail, NULL) <= 0)
+		rep->detail = NULL;
+	if (json_in_int(rep->obj, "retry_after", &ra) > 0 && ra > 0 && ra < 1000000)
+		rep->retry_after = ra;
+}
+
+int sessiond_call(SessiondClient *c, json_object *req, enum sessiond_retry retry,
+		  SessiondReply *rep)
+{
+	size_t len;
+	const char *s = json_render(req, &len);
+	int r;
+
+	*rep = (SessiondReply){ .fd = -1 };
+	if (!s)
+		return -ENOMEM;
+	for (int attempt = 0;; attempt++) {
+		bool may_retry = attempt == 0 && retry != SESSIOND_RETRY_NEVER;
+
+		if (c->fd < 0) {
+			r = sessiond_connect(c);
+			if (r < 0)
+				return r;
+		}
+		r = proto_write_frame(c->fd, PROTO_JSON, s, len, NULL, 0);
+		if (r < 0) {
+			c->fd = safe_close(c->fd);
+			if (may_retry && (r == -EPIPE || r == -ECONNRESET || r == -ENOTCONN))
+				continue;
+			return r;
+		}
+		r = read_reply(c, rep);
+		if (r < 0) {
+			sessiond_reply_clear(rep);
+			c->fd = safe_close(c->fd);
+			/* EOF before any reply: the daemon restarted under a kept connection. */
+			if (may_retry && retry == SESSIOND_RETRY_ANY && r == -ECONNRESET)
+				continue;
+			return r;
+		}
+		interpret(rep);
+		return 0;
+	}
+}
+
+void sessiond_reply_clear(SessiondReply *rep)
+{
+	json_putp(&rep->obj);
+	rep->fd = safe_close(rep->fd);
+	*rep = (SessiondReply){ .fd = -1 };
+}
+
+int sessiond_kind_status(const char *kind)
+{
+	static const struct {
+		const char *kind;
+		int status;
+	} map[] = {
+		{ "invalid", 422 },   { "bad_request", 400 }, { "not_found", 404 },
+		{ "forbidden", 403 }, { "busy", 409 },	      { "capacity", 503 },
+		{ "too_large", 413 }, { "unavailable", 503 }, { "internal", 500 },
+		{ "exists", 409 },    { "limit", 429 },
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(map); i++)
+		if (kind && strcmp(map[i].kind, kind) == 0)
+			return map[i].status;
+	return 500;
+}

@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: MIT */
+/* JSON in and out: requests parsed under size and depth limits with UTF-8 checks and typed
+ * field getters; replies built with ownership-taking setters and rendered. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <json-c/json.h>
+
+#include "utf8.h"
+
+#include "cleanup.h"
+
+/* Drop a reference and clear the pointer, so a cleanup that runs later does nothing. */
+static inline void json_putp(json_object **o)
+{
+	if (*o) {
+		json_object_put(*o);
+		*o = NULL;
+	}
+}
+#define _cleanup_json_ _cleanup_(json_putp)
+
+/* ---- in (json_in.c) ---- */
+
+/*
+ * Parse one JSON value from buf. Strict syntax; nothing but whitespace after it;
+ * the raw bytes and every decoded string must be valid UTF-8; nesting of arrays
+ * and objects at most max_depth levels. Returns 0 and *ret (owned), or -EINVAL
+ * with a sentence in err (json-c's reason, or ours), -ENOMEM.
+ */
+int json_in_parse(const char *buf, size_t len, int max_depth, json_object **ret, char *err,
+		  size_t errlen);
+
+/*
+ * Typed getters on an object's field. Each returns 1 when the field holds a value
+ * of the type, 0 when it is absent or null, -EINVAL when it holds another type.
+ * Values are borrowed from obj.
+ */
+int json_in_string(json_object *obj, const char *key, const char **ret, size_t *len);
+/* Integers, and numbers with no fractional part; -ERANGE outside int64. */
+int json_in_int(json_object *obj, const char *key, int64_t *ret);
+int json_in_object(json_object *obj, const char *key, json_object **ret);
+
+/* ---- out (json_out.c) ---- */
+
+/* Set obj[key] = val, taking val (also on failure). -ENOMEM when val is NULL or on failure. */
+int json_set(json_object *obj, const char *key, json_object *val);
+
+/* Copy obj[key] from src into dst when present (a new reference); 0 when absent. */
+int json_copy_field(json_object *dst, json_object *src, const char *key);
+
+/* Render compactly; the string belongs to obj. NULL on allocation failure. */
+const char *json_render(json_object *obj, size_t *len);

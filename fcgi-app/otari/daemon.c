@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: MIT */
+/* What the Otari handlers share about sessiond: a request for an op, and its refusals answered
+ * as HTTP errors. */
+#include "otari.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "http/http.h"
+#include "http/json.h"
+#include "log.h"
+
+json_object *otari_sd_request(ReqCtx *rq, const char *op)
+{
+	json_object *o = json_object_new_object();
+
+	if (!o)
+		return NULL;
+	if (json_set(o, "op", json_object_new_string(op)) < 0 ||
+	    json_set(o, "request_id", json_object_new_string(rq->http.request_id)) < 0 ||
+	    (rq->tenant && json_set(o, "tenant", json_object_new_string(rq->tenant)) < 0) ||
+	    (rq->match.id[0] &&
+	     json_set(o, "session_id", json_object_new_string(rq->match.id)) < 0)) {
+		json_object_put(o);
+		return NULL;
+	}
+	return o;
+}
+
+static const char *default_detail(const char *kind)
+{
+	if (strcmp(kind, "not_found") == 0)
+		return "unknown session";
+	if (strcmp(kind, "busy") == 0)
+		return "the session is busy running another call";
+	if (strcmp(kind, "capacity") == 0)
+		return "no capacity for another session; retry later";
+	if (strcmp(kind, "too_large") == 0)
+		return "the content is larger than the configured limit";
+	if (strcmp(kind, "forbidden") == 0)
+		return "the path is outside the session workspace";
+	if (strcmp(kind, "unavailable") == 0)
+		return "the session daemon cannot serve this now; retry later";
+	return "the request could not be served";
+}
+
+void otari_sd_fail(ReqCtx *rq, int r, const SessiondReply *rep)
+{
+	const PaddockConfig *cfg = rq->app->cfg;
+	char retry[64];
+	int status;
+
+	if (r < 0 || !rep) {
+		log_warn("sessiond call failed: %s REQUEST_ID=%s", strerror(-r),
+			 rq->http.request_id);
+		snprintf(retry, sizeof(retry), "Retry-After: %" PRId64 "\r\n",
+			 cfg->retry_after_seconds);
+		http_error(&rq->http, 503, retry, "session daemon unavailable");
+		return;
+	}
+	status = sessiond_kind_status(rep->kind);
+	if (status == 500)
+		log_err("sessiond internal error (%s): %s REQUEST_ID=%s", rep->kind,
+			rep->detail ? rep->detail : "-", rq->http.request_id);
+	retry[0] = '\0';
+	if (status == 503)
+		snprintf(retry, sizeof(retry), "Retry-After: %" PRId64 "\r\n",
+			 rep->retry_after > 0 ? rep->retry_after : cfg->retry_after_seconds);
+	http_error(&rq->http, status, retry[0] ? retry : NULL, "%s",
+		   rep->detail && *rep->detail ? rep->detail : default_detail(rep->kind));
+}

@@ -1,0 +1,16 @@
+/* SPDX-License-Identifier: MIT */
+/* The Otari API's routes: which handler serves each /sessions path. */
+#include "otari.h"
+
+#include "cleanup.h"
+
+static const Route routes[] = {
+	{ "create", "POST", "/sessions", otari_create },
+	{ "exec", "POST", "/sessions/{id}/exec", otari_exec },
+	{ "destroy", "DELETE", "/sessions/{id}", otari_destroy },
+	{ "list", "GET", "/sessions/{id}/files/list", otari_list },
+	{ "get", "GET", "/sessions/{id}/files", otari_get },
+	{ "put", "POST", "/sessions/{id}/files", otari_put },
+};
+
+const RouteTable otari_routes = { "otari", routes, ARRAY_SIZE(routes) };

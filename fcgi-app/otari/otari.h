@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: MIT */
+/* The Otari code-execution API (/sessions...): its routes, handlers and response shapes. */
+#pragma once
+
+#include <json-c/json.h>
+
+#include "app.h"
+#include "http/client.h"
+#include "http/route.h"
+
+/* The API's route table (otari.c): the handlers below. */
+extern const RouteTable otari_routes;
+
+/* Handlers: sessions and execution (sessions.c), files (files.c). */
+void otari_create(ReqCtx *rq);
+void otari_exec(ReqCtx *rq);
+void otari_destroy(ReqCtx *rq);
+void otari_list(ReqCtx *rq);
+void otari_get(ReqCtx *rq);
+void otari_put(ReqCtx *rq);
+
+/* ---- the daemon (daemon.c) ---- */
+
+/* A sessiond request for op with request_id, tenant and session_id filled in (owned). */
+json_object *otari_sd_request(ReqCtx *rq, const char *op);
+
+/*
+ * Answer a failed sessiond_call (r < 0: daemon unreachable) or an error reply
+ * (rep->ok false) with the mapped status and a detail.
+ */
+void otari_sd_fail(ReqCtx *rq, int r, const SessiondReply *rep);

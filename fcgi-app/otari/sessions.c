@@ -1,0 +1,398 @@
+/* SPDX-License-Identifier: MIT */
+/* Otari sessions and Execute: CreateSession, DestroySession, Execute; their checks and shapes. */
+#include "otari.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "cleanup.h"
+#include "http/http.h"
+#include "http/json.h"
+#include "log.h"
+
+#define IMAGE_MAX 255
+
+/*
+ * Read and parse a JSON body. An empty body gives NULL and 0 when allow_empty.
+ * Answers the client itself and returns -1 on failure.
+ */
+static int read_json(ReqCtx *rq, bool allow_empty, json_object **ret)
+{
+	const PaddockConfig *cfg = rq->app->cfg;
+	BodyError e;
+
+	if (body_read_json(&rq->http, (size_t)cfg->max_body_bytes, (int)cfg->json_max_depth, ret,
+			   &e) == 0)
+		return 0;
+	switch (e.kind) {
+	case BODY_EMPTY:
+		if (allow_empty)
+			return 0;
+		http_error(&rq->http, 422, NULL, "a JSON object body is required");
+		break;
+	case BODY_TOO_LARGE:
+		http_error(&rq->http, 413, NULL,
+			   "the request body is larger than %" PRId64 " bytes",
+			   cfg->max_body_bytes);
+		break;
+	case BODY_UNREADABLE:
+		http_error(&rq->http, 400, NULL, "the request body could not be read");
+		break;
+	case BODY_NOT_JSON: http_error(&rq->http, 422, NULL, "%s", e.detail); break;
+	case BODY_NOT_OBJECT:
+		http_error(&rq->http, 422, NULL, "the body must be a JSON object");
+		break;
+	case BODY_NO_MEMORY: http_error(&rq->http, 500, NULL, "out of memory"); break;
+	}
+	return -1;
+}
+
+/* An optional integer >= 1 (null: absent) copied into the sessiond request. */
+static int take_positive(ReqCtx *rq, json_object *body, const char *key, json_object *sdreq)
+{
+	int64_t v;
+	int r = json_in_int(body, key, &v);
+
+	if (r == 0)
+		return 0;
+	if (r < 0 || v < 1) {
+		http_error(&rq->http, 422, NULL, "%s must be an integer of at least 1, or null",
+			   key);
+		return -1;
+	}
+	if (json_set(sdreq, key, json_object_new_int64(v)) < 0) {
+		http_error(&rq->http, 500, NULL, "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
+void otari_create(ReqCtx *rq)
+{
+	_cleanup_json_ json_object *body = NULL, *sdreq = NULL, *out = NULL;
+	SessiondReply rep;
+	const char *image;
+	size_t image_len;
+	json_object *sid;
+	int r;
+
+	if (read_json(rq, true, &body) < 0)
+		return;
+	sdreq = otari_sd_request(rq, "create");
+	if (!sdreq)
+		goto oom;
+	if (take_positive(rq, body, "idle_timeout_seconds", sdreq) < 0 ||
+	    take_positive(rq, body, "max_lifetime_seconds", sdreq) < 0)
+		return;
+	r = json_in_string(body, "image", &image, &image_len);
+	if (r < 0 || (r > 0 && image_len > IMAGE_MAX)) {
+		http_error(&rq->http, 422, NULL,
+			   "image must be a string of at most %d bytes, or null", IMAGE_MAX);
+		return;
+	}
+	if (r > 0 &&
+	    json_set(sdreq, "image", json_object_new_string_len(image, (int)image_len)) < 0)
+		goto oom;
+
+	r = sessiond_call(&rq->w->sd, sdreq, SESSIOND_RETRY_ON_SEND, &rep);
+	if (r < 0 || !rep.ok) {
+		otari_sd_fail(rq, r, r < 0 ? NULL : &rep);
+		sessiond_reply_clear(&rep);
+		return;
+	}
+	if (!json_object_object_get_ex(rep.obj, "session_id", &sid) ||
+	    !json_object_is_type(sid, json_type_string)) {
+		log_err("sessiond create reply without a session_id REQUEST_ID=%s",
+			rq->http.request_id);
+		sessiond_reply_clear(&rep);
+		http_error(&rq->http, 500, NULL, "the session daemon gave no session id");
+		return;
+	}
+	out = json_object_new_object();
+	if (!out || json_copy_field(out, rep.obj, "session_id") < 0 ||
+	    json_copy_field(out, rep.obj, "idle_timeout_seconds") < 0 ||
+	    json_copy_field(out, rep.obj, "max_lifetime_seconds") < 0 ||
+	    json_copy_field(out, rep.obj, "created_at") < 0 ||
+	    json_copy_field(out, rep.obj, "last_activity_at") < 0) {
+		sessiond_reply_clear(&rep);
+		goto oom;
+	}
+	sessiond_reply_clear(&rep);
+	http_send_json(&rq->http, 201, out, NULL);
+	return;
+oom:
+	http_error(&rq->http, 500, NULL, "out of memory");
+}
+
+void otari_destroy(ReqCtx *rq)
+{
+	_cleanup_json_ json_object *sdreq = otari_sd_request(rq, "destroy");
+	SessiondReply rep;
+	int r;
+
+	if (!sdreq) {
+		http_error(&rq->http, 500, NULL, "out of memory");
+		return;
+	}
+	r = sessiond_call(&rq->w->sd, sdreq, SESSIOND_RETRY_ANY, &rep);
+	/* Releasing what is already gone is success: the session is in the state asked for. */
+	if (r == 0 && (rep.ok || strcmp(rep.kind, "not_found") == 0))
+		http_send_head(&rq->http, 204, NULL, -1, NULL);
+	else
+		otari_sd_fail(rq, r, r < 0 ? NULL : &rep);
+	sessiond_reply_clear(&rep);
+}
+
+/* The tools Execute accepts, and what each becomes for sessiond. */
+struct tool {
+	const char *name;	   /* the API's tool name */
+	const char *sessiond_tool; /* exec's "tool", or NULL for the editor */
+	const char *field;	   /* input's required field, or NULL */
+};
+
+static const struct tool tools[] = {
+	{ "code_execution", "python", "code" },
+	{ "bash_code_execution", "bash", "command" },
+	{ "text_editor_code_execution", NULL, NULL },
+};
+
+/* srvtoolu_ and 24 lowercase hex digits from the kernel's CSPRNG. */
+static int make_tool_use_id(char out[9 + 24 + 1])
+{
+	unsigned char rnd[12];
+	size_t got = 0;
+
+	while (got < sizeof(rnd)) {
+		ssize_t n = getrandom(rnd + got, sizeof(rnd) - got, 0);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		got += (size_t)n;
+	}
+	memcpy(out, "srvtoolu_", 9);
+	for (size_t i = 0; i < sizeof(rnd); i++)
+		snprintf(out + 9 + 2 * i, 3, "%02x", rnd[i]);
+	return 0;
+}
+
+/* Validate tool, input and timeout into the sessiond request; answers and returns -1 on error. */
+static int exec_request(ReqCtx *rq, json_object *body, const struct tool **tool_out,
+			json_object **sdreq_out)
+{
+	const PaddockConfig *cfg = rq->app->cfg;
+	_cleanup_json_ json_object *sdreq = NULL;
+	const struct tool *tool = NULL;
+	json_object *input;
+	const char *name, *text;
+	size_t text_len;
+	int64_t timeout = cfg->exec_timeout_default;
+	int r;
+
+	if (json_in_string(body, "tool", &name, NULL) <= 0) {
+		http_error(&rq->http, 422, NULL, "tool is required and must be a string");
+		return -1;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(tools); i++)
+		if (strcmp(tools[i].name, name) == 0)
+			tool = &tools[i];
+	if (!tool) {
+		http_error(&rq->http, 400, NULL,
+			   "unknown tool; expected code_execution, bash_code_execution or "
+			   "text_editor_code_execution");
+		return -1;
+	}
+	if (json_in_object(body, "input", &input) <= 0) {
+		http_error(&rq->http, 422, NULL, "input is required and must be an object");
+		return -1;
+	}
+	r = json_in_int(body, "timeout_seconds", &timeout);
+	if (r < 0 || timeout < 1) {
+		http_error(&rq->http, 422, NULL,
+			   "timeout_seconds must be an integer of at least 1");
+		return -1;
+	}
+	if (timeout > cfg->exec_timeout_max) {
+		http_error(&rq->http, 422, NULL, "timeout_seconds must be at most %" PRId64,
+			   cfg->exec_timeout_max);
+		return -1;
+	}
+	sdreq = otari_sd_request(rq, tool->sessiond_tool ? "exec" : "edit");
+	if (!sdreq)
+		goto oom;
+	if (!tool->sessiond_tool) {
+		/* sessiond validates the editor's fields; its "invalid" becomes 422. */
+		if (json_set(sdreq, "input", json_object_get(input)) < 0)
+			goto oom;
+		*tool_out = tool;
+		*sdreq_out = TAKE_PTR(sdreq);
+		return 0;
+	}
+	r = json_in_string(input, tool->field, &text, &text_len);
+	if (r <= 0 || text_len == 0) {
+		http_error(&rq->http, 422, NULL,
+			   "input.%s is required and must be a non-empty string", tool->field);
+		return -1;
+	}
+	if (text_len > (size_t)cfg->code_max_bytes) {
+		http_error(&rq->http, 422, NULL,
+			   "input.%s is longer than the %" PRId64 "-byte limit", tool->field,
+			   cfg->code_max_bytes);
+		return -1;
+	}
+	/* No interpreter takes a NUL in source, and a C string would silently end there. */
+	if (memchr(text, '\0', text_len)) {
+		http_error(&rq->http, 422, NULL, "input.%s must not contain NUL characters",
+			   tool->field);
+		return -1;
+	}
+	if (json_set(sdreq, "tool", json_object_new_string(tool->sessiond_tool)) < 0 ||
+	    json_set(sdreq, "code", json_object_new_string_len(text, (int)text_len)) < 0 ||
+	    json_set(sdreq, "timeout_ms", json_object_new_int64(timeout * 1000)) < 0)
+		goto oom;
+	*tool_out = tool;
+	*sdreq_out = TAKE_PTR(sdreq);
+	return 0;
+oom:
+	http_error(&rq->http, 500, NULL, "out of memory");
+	return -1;
+}
+
+/* A string field of the reply, "" when missing. */
+static json_object *reply_string(json_object *rep, const char *key)
+{
+	json_object *v;
+
+	if (json_object_object_get_ex(rep, key, &v) && json_object_is_type(v, json_type_string))
+		return json_object_get(v);
+	return json_object_new_string("");
+}
+
+/* The file list: only well-formed entries, in the contract's shape. */
+static json_object *render_files(json_object *rep)
+{
+	json_object *files, *out = json_object_new_array();
+
+	if (!out)
+		return NULL;
+	if (!json_object_object_get_ex(rep, "files", &files) ||
+	    !json_object_is_type(files, json_type_array))
+		return out;
+	for (size_t i = 0; i < json_object_array_length(files); i++) {
+		json_object *f = json_object_array_get_idx(files, i), *e;
+		const char *id, *fn;
+
+		if (json_in_string(f, "file_id", &id, NULL) <= 0 ||
+		    json_in_string(f, "filename", &fn, NULL) <= 0)
+			continue;
+		e = json_object_new_object();
+		if (!e || json_object_array_add(out, e) < 0) {
+			json_object_put(e);
+			json_object_put(out);
+			return NULL;
+		}
+		if (json_set(e, "type", json_object_new_string("code_execution_output")) < 0 ||
+		    json_copy_field(e, f, "file_id") < 0 || json_copy_field(e, f, "filename") < 0) {
+			json_object_put(out);
+			return NULL;
+		}
+	}
+	return out;
+}
+
+static json_object *render_exec(const struct tool *tool, const char *tool_use_id, json_object *rep)
+{
+	_cleanup_json_ json_object *out = json_object_new_object();
+	json_object *block = json_object_new_object(), *content = json_object_new_object();
+	json_object *v;
+	char type[64];
+	int64_t n;
+
+	if (!out || !block) {
+		json_putp(&block);
+		json_putp(&content);
+		return NULL;
+	}
+	/* json_set takes its value even when it fails: only block may be left to drop. */
+	if (json_set(block, "content", content) < 0) {
+		json_putp(&block);
+		return NULL;
+	}
+	if (json_set(out, "result_block", block) < 0)
+		return NULL;
+	snprintf(type, sizeof(type), "%s_tool_result", tool->name);
+	if (json_set(out, "tool_use_id", json_object_new_string(tool_use_id)) < 0 ||
+	    json_set(block, "type", json_object_new_string(type)) < 0 ||
+	    json_set(block, "tool_use_id", json_object_new_string(tool_use_id)) < 0 ||
+	    json_set(content, "type", json_object_new_string("code_execution_result")) < 0 ||
+	    json_set(content, "stdout", reply_string(rep, "stdout")) < 0 ||
+	    json_set(content, "stderr", reply_string(rep, "stderr")) < 0 ||
+	    json_set(content, "content", render_files(rep)) < 0)
+		return NULL;
+	if (json_in_int(rep, "return_code", &n) > 0) {
+		if (json_set(content, "return_code", json_object_new_int64(n)) < 0)
+			return NULL;
+	} else if (json_object_object_add(content, "return_code", NULL) < 0) {
+		return NULL;
+	}
+	if (json_in_int(rep, "execution_time_ms", &n) > 0 && n >= 0) {
+		if (json_set(out, "execution_time_ms", json_object_new_int64(n)) < 0)
+			return NULL;
+	} else if (json_object_object_add(out, "execution_time_ms", NULL) < 0) {
+		return NULL;
+	}
+	/* Resource usage is an additive field; an empty object when sessiond sent none. */
+	if (json_object_object_get_ex(rep, "usage", &v) && json_object_is_type(v, json_type_object))
+		v = json_object_get(v);
+	else
+		v = json_object_new_object();
+	if (json_set(out, "usage", v) < 0)
+		return NULL;
+	return TAKE_PTR(out);
+}
+
+void otari_exec(ReqCtx *rq)
+{
+	_cleanup_json_ json_object *body = NULL, *sdreq = NULL, *out = NULL;
+	const struct tool *tool;
+	char generated[9 + 24 + 1];
+	const char *tool_use_id;
+	SessiondReply rep;
+	int r;
+
+	if (read_json(rq, false, &body) < 0)
+		return;
+	if (exec_request(rq, body, &tool, &sdreq) < 0)
+		return;
+	r = json_in_string(body, "tool_use_id", &tool_use_id, NULL);
+	if (r < 0) {
+		http_error(&rq->http, 422, NULL, "tool_use_id must be a string or null");
+		return;
+	}
+	if (r == 0) {
+		if (make_tool_use_id(generated) < 0) {
+			http_error(&rq->http, 500, NULL, "no randomness for a tool_use_id");
+			return;
+		}
+		tool_use_id = generated;
+	}
+	/* Running code twice is worse than failing once: no retry after sessiond saw it. */
+	r = sessiond_call(&rq->w->sd, sdreq, SESSIOND_RETRY_ON_SEND, &rep);
+	if (r < 0 || !rep.ok) {
+		otari_sd_fail(rq, r, r < 0 ? NULL : &rep);
+		sessiond_reply_clear(&rep);
+		return;
+	}
+	out = render_exec(tool, tool_use_id, rep.obj);
+	sessiond_reply_clear(&rep);
+	if (!out) {
+		http_error(&rq->http, 500, NULL, "out of memory");
+		return;
+	}
+	http_send_json(&rq->http, 200, out, NULL);
+}
