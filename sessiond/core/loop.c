@@ -16,6 +16,7 @@ struct LoopSource {
 	int fd;		    /* watched fd; -1 for timers */
 	bool is_timer;	    /* a timer in the heap */
 	uint64_t deadline;  /* timers: CLOCK_MONOTONIC nanoseconds */
+	uint64_t seq;	    /* timers: order added, first among equal deadlines */
 	size_t heap_idx;    /* timers: position in the heap */
 	bool dead;	    /* removed; free after this iteration */
 	loop_fd_cb fd_cb;   /* for fds */
@@ -31,6 +32,7 @@ struct Loop {
 	int tfd;	   /* one timerfd, armed for the earliest timer */
 	LoopSource **heap; /* pending timers, earliest first (a binary min-heap) */
 	size_t n_heap, cap_heap;
+	uint64_t timer_seq; /* the next timer's seq */
 };
 
 static uint64_t mono_ns(void)
@@ -39,6 +41,12 @@ static uint64_t mono_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Whether timer a is due before b: by deadline, then in the order they were added. */
+static bool timer_before(const LoopSource *a, const LoopSource *b)
+{
+	return a->deadline != b->deadline ? a->deadline < b->deadline : a->seq < b->seq;
 }
 
 static void heap_swap(Loop *l, size_t a, size_t b)
@@ -53,7 +61,7 @@ static void heap_swap(Loop *l, size_t a, size_t b)
 
 static void heap_up(Loop *l, size_t i)
 {
-	while (i > 0 && l->heap[(i - 1) / 2]->deadline > l->heap[i]->deadline) {
+	while (i > 0 && timer_before(l->heap[i], l->heap[(i - 1) / 2])) {
 		heap_swap(l, i, (i - 1) / 2);
 		i = (i - 1) / 2;
 	}
@@ -64,9 +72,9 @@ static void heap_down(Loop *l, size_t i)
 	for (;;) {
 		size_t m = i, a = 2 * i + 1, b = 2 * i + 2;
 
-		if (a < l->n_heap && l->heap[a]->deadline < l->heap[m]->deadline)
+		if (a < l->n_heap && timer_before(l->heap[a], l->heap[m]))
 			m = a;
-		if (b < l->n_heap && l->heap[b]->deadline < l->heap[m]->deadline)
+		if (b < l->n_heap && timer_before(l->heap[b], l->heap[m]))
 			m = b;
 		if (m == i)
 			return;
@@ -205,6 +213,7 @@ int loop_add_timer(Loop *l, uint64_t ms, loop_timer_cb cb, void *data, LoopSourc
 			   .is_timer = true,
 			   .t_cb = cb,
 			   .data = data,
+			   .seq = l->timer_seq++,
 			   .deadline = mono_ns() + ms * 1000000ull };
 	s->heap_idx = l->n_heap;
 	l->heap[l->n_heap++] = s;

@@ -23,7 +23,9 @@ Loop *loop_free(Loop *l);
 int loop_add_fd(Loop *l, int fd, uint32_t events, loop_fd_cb cb, void *data, LoopSource **ret);
 int loop_modify_fd(Loop *l, LoopSource *s, uint32_t events);
 
-/* Fire cb once after ms milliseconds (monotonic). */
+/* Fire cb once after ms milliseconds (monotonic); timers due at the same moment fire in the
+ * order they were added. The source is freed after cb has run: cb clears any pointer to it
+ * that its owner keeps. */
 int loop_add_timer(Loop *l, uint64_t ms, loop_timer_cb cb, void *data, LoopSource **ret);
 
 /* Stop watching and free the source; safe to call from inside its own callback.

@@ -22,7 +22,7 @@ static bool from_host_is(const char *host, const char *want)
 	return config_node_name_valid(out);
 }
 
-static void test_from_host(void)
+static void test_host_name_gives_its_first_label_in_letters_and_digits(void)
 {
 	char long_host[200], want[NODE_NAME_MAX + 1];
 
@@ -41,7 +41,7 @@ static void test_from_host(void)
 	CHECK(from_host_is(long_host, want));
 }
 
-static void test_valid(void)
+static void test_node_name_is_letters_and_digits_up_to_its_max(void)
 {
 	char name[NODE_NAME_MAX + 2];
 
@@ -62,7 +62,7 @@ static void test_valid(void)
 }
 
 /* config_load: an unset node_name comes from this host's name; a set one is checked. */
-static void test_load(void)
+static void test_unset_node_name_comes_from_the_host_and_a_set_one_is_checked(void)
 {
 	char host[256] = "", want[NODE_NAME_MAX + 1], err[512] = "";
 	PaddockConfig c;
@@ -70,43 +70,46 @@ static void test_load(void)
 	unsetenv("PADDOCK_NODE_NAME");
 	gethostname(host, sizeof(host) - 1);
 	config_node_name_from_host(host, want, sizeof(want));
-	CHECK(config_load(&c, NULL, err, sizeof(err)) == 0);
-	CHECK(c.node_name && strcmp(c.node_name, want) == 0);
+	CHECK_EQ_INT(config_load(&c, NULL, err, sizeof(err)), 0);
+	CHECK_EQ_STR(c.node_name, want);
 	CHECK(c.node_name_derived);
 	config_free(&c);
 
 	setenv("PADDOCK_NODE_NAME", "nodeb", 1);
-	CHECK(config_load(&c, NULL, err, sizeof(err)) == 0);
-	CHECK(strcmp(c.node_name, "nodeb") == 0);
+	CHECK_EQ_INT(config_load(&c, NULL, err, sizeof(err)), 0);
+	CHECK_EQ_STR(c.node_name, "nodeb");
 	CHECK(!c.node_name_derived);
 	config_free(&c);
 
 	setenv("PADDOCK_NODE_NAME", "paddock-vm", 1);
-	CHECK(config_load(&c, NULL, err, sizeof(err)) == -EINVAL);
-	CHECK(strstr(err, "node_name") && strstr(err, "'paddock-vm'") &&
-	      strstr(err, "letters and digits"));
+	CHECK_EQ_INT(config_load(&c, NULL, err, sizeof(err)), -EINVAL);
+	CHECK_CONTAINS(err, "node_name");
+	CHECK_CONTAINS(err, "'paddock-vm'");
+	CHECK_CONTAINS(err, "letters and digits");
 	config_free(&c);
 	unsetenv("PADDOCK_NODE_NAME");
 }
 
 /* The file systems (tmpfs, in the session's memory) and the programs' share must fit in
  * memory_max_bytes: the defaults do, and a workspace as large as the memory does not. */
-static void test_memory_budget(void)
+static void test_file_systems_and_programs_must_fit_in_memory_max(void)
 {
 	char err[512] = "";
 	PaddockConfig c;
 
-	CHECK(config_load(&c, NULL, err, sizeof(err)) == 0);
-	CHECK(c.workspace_bytes + c.tmp_bytes + c.program_memory_min_bytes <= c.memory_max_bytes);
+	CHECK_EQ_INT(config_load(&c, NULL, err, sizeof(err)), 0);
+	CHECK_LE_INT(c.workspace_bytes + c.tmp_bytes + c.program_memory_min_bytes,
+		     c.memory_max_bytes);
 	config_free(&c);
 
 	setenv("PADDOCK_WORKSPACE_BYTES", "1G", 1);
-	CHECK(config_load(&c, NULL, err, sizeof(err)) == -EINVAL);
-	CHECK(strstr(err, "workspace_bytes (1073741824)") && strstr(err, "memory_max_bytes"));
+	CHECK_EQ_INT(config_load(&c, NULL, err, sizeof(err)), -EINVAL);
+	CHECK_CONTAINS(err, "workspace_bytes (1073741824)");
+	CHECK_CONTAINS(err, "memory_max_bytes");
 	config_free(&c);
 
 	setenv("PADDOCK_MEMORY_MAX_BYTES", "2G", 1);
-	CHECK(config_load(&c, NULL, err, sizeof(err)) == 0);
+	CHECK_EQ_INT(config_load(&c, NULL, err, sizeof(err)), 0);
 	config_free(&c);
 	unsetenv("PADDOCK_WORKSPACE_BYTES");
 	unsetenv("PADDOCK_MEMORY_MAX_BYTES");
@@ -114,9 +117,9 @@ static void test_memory_budget(void)
 
 int main(void)
 {
-	test_from_host();
-	test_valid();
-	test_load();
-	test_memory_budget();
+	test_host_name_gives_its_first_label_in_letters_and_digits();
+	test_node_name_is_letters_and_digits_up_to_its_max();
+	test_unset_node_name_comes_from_the_host_and_a_set_one_is_checked();
+	test_file_systems_and_programs_must_fit_in_memory_max();
 	return unit_summary();
 }

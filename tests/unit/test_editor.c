@@ -225,7 +225,7 @@ static bool owned(const char *rel, mode_t mode)
 	return true;
 }
 
-static void test_input_errors(void)
+static void test_malformed_input_is_refused_before_anything_runs(void)
 {
 	CHECK(invalid("[1]"));
 	CHECK(invalid("{'path': 'a'}"));
@@ -250,7 +250,7 @@ static void test_input_errors(void)
 	CHECK(!exists("a"));
 }
 
-static void test_view(void)
+static void test_view_shows_a_file_or_a_range_of_its_lines(void)
 {
 	put("lines.txt", "l1\nl2\nl3\nl4\n");
 	put("noeol.txt", "a\nb");
@@ -292,7 +292,7 @@ static void test_view(void)
 		    "invalid view_range"));
 }
 
-static void test_view_dir(void)
+static void test_view_of_a_directory_lists_two_levels_deep(void)
 {
 	mkdir_in("tree");
 	mkdir_in("tree/sub");
@@ -318,18 +318,22 @@ static void test_view_dir(void)
 		EditorResult res = { 0 };
 		const char *detail;
 
-		CHECK(run("{'command': 'view', 'path': '/workspace'}", &res, &detail) == 0);
-		CHECK(res.return_code == 0 && strstr(res.out, "\ntree/\n") &&
-		      strstr(res.out, "\ntree/a.txt\n") && !strstr(res.out, "tree/sub/b.txt") &&
-		      strstr(res.out, "lines.txt\n") && res.out[strlen(res.out) - 1] == '\n');
+		CHECK_EQ_INT(run("{'command': 'view', 'path': '/workspace'}", &res, &detail), 0);
+		CHECK_EQ_INT(res.return_code, 0);
+		CHECK_CONTAINS(res.out, "\ntree/\n");
+		CHECK_CONTAINS(res.out, "\ntree/a.txt\n");
+		CHECK(!strstr(res.out, "tree/sub/b.txt"));
+		CHECK_CONTAINS(res.out, "lines.txt\n");
+		CHECK_EQ_INT(res.out[strlen(res.out) - 1], '\n');
 		editor_result_clear(&res);
-		CHECK(run("{'command': 'view', 'path': '.'}", &res, &detail) == 0);
-		CHECK(res.return_code == 0 && strstr(res.out, "\ntree/\n"));
+		CHECK_EQ_INT(run("{'command': 'view', 'path': '.'}", &res, &detail), 0);
+		CHECK_EQ_INT(res.return_code, 0);
+		CHECK_CONTAINS(res.out, "\ntree/\n");
 		editor_result_clear(&res);
 	}
 }
 
-static void test_create(void)
+static void test_create_writes_only_new_files_and_makes_their_parents(void)
 {
 	CHECK(ok("{'command': 'create', 'path': 'c1.txt', 'file_text': 'one\\ntwo\\n'}",
 		 "File created: c1.txt\n"));
@@ -359,7 +363,7 @@ static void test_create(void)
 		    "cannot write c1.txt/x: a parent is missing or not a directory"));
 }
 
-static void test_str_replace(void)
+static void test_str_replace_needs_exactly_one_match(void)
 {
 	put("s.txt", "alpha beta gamma\nbeta\n");
 	put("aaa.txt", "aaa");
@@ -410,7 +414,7 @@ static void test_str_replace(void)
 	}
 }
 
-static void test_insert(void)
+static void test_insert_puts_lines_after_the_given_line(void)
 {
 	put("i.txt", "a\nb\n");
 	CHECK(ok("{'command': 'insert', 'path': 'i.txt', 'insert_line': 0, 'new_str': 'top'}",
@@ -450,7 +454,7 @@ static void test_insert(void)
 		    "file not found: nope"));
 }
 
-static void test_undo(void)
+static void test_undo_edit_reverts_the_last_16_edits_of_that_file(void)
 {
 	char json[256];
 
@@ -527,7 +531,7 @@ static void test_undo(void)
 	CHECK(fails("{'command': 'undo_edit', 'path': 'h.txt'}", "no edits to undo for h.txt"));
 }
 
-static void test_encoding_and_size(void)
+static void test_files_not_utf8_or_over_the_size_cap_are_refused(void)
 {
 	put("latin1.txt", "caf\xe9\n");
 	put("overlong.txt", "\xc0\xaf");
@@ -577,7 +581,7 @@ static void test_encoding_and_size(void)
 	max_bytes = 1 << 20;
 }
 
-static void test_fifo(void)
+static void test_fifo_is_not_a_file(void)
 {
 	CHECK(fails("{'command': 'view', 'path': 'fifo'}", "not a file: fifo"));
 	CHECK(fails("{'command': 'str_replace', 'path': 'fifo', 'old_str': 'a', 'new_str': 'b'}",
@@ -586,7 +590,7 @@ static void test_fifo(void)
 		    "already exists: fifo"));
 }
 
-static void test_confinement(void)
+static void test_paths_outside_the_workspace_are_refused(void)
 {
 	char p[PATH_MAX];
 	struct stat before, after;
@@ -616,8 +620,9 @@ static void test_confinement(void)
 		    "'new_str': 'x'}",
 		    "path is outside the workspace: link_abs"));
 	stat("/etc/shadow", &after);
-	CHECK(before.st_ino == after.st_ino && before.st_size == after.st_size &&
-	      before.st_mtim.tv_nsec == after.st_mtim.tv_nsec);
+	CHECK_EQ_INT(before.st_ino, after.st_ino);
+	CHECK_EQ_INT(before.st_size, after.st_size);
+	CHECK_EQ_INT(before.st_mtim.tv_nsec, after.st_mtim.tv_nsec);
 
 	CHECK(fails("{'command': 'create', 'path': '../escape.txt', 'file_text': 'x'}",
 		    "path is outside the workspace: ../escape.txt"));
@@ -645,7 +650,8 @@ static void test_confinement(void)
 		    "path is a symlink, not followed for writes: link_in"));
 	CHECK(file_is("target.txt", "inside\n"));
 	path_of(p, sizeof(p), "link_in");
-	CHECK(lstat(p, &after) == 0 && S_ISLNK(after.st_mode));
+	CHECK_EQ_INT(lstat(p, &after), 0);
+	CHECK(S_ISLNK(after.st_mode));
 	CHECK(fails("{'command': 'undo_edit', 'path': 'link_in'}", "no edits to undo for link_in"));
 }
 
@@ -659,16 +665,16 @@ int main(void)
 	umask(077);
 	setup();
 
-	test_input_errors();
-	test_view();
-	test_view_dir();
-	test_create();
-	test_str_replace();
-	test_insert();
-	test_undo();
-	test_encoding_and_size();
-	test_fifo();
-	test_confinement();
+	test_malformed_input_is_refused_before_anything_runs();
+	test_view_shows_a_file_or_a_range_of_its_lines();
+	test_view_of_a_directory_lists_two_levels_deep();
+	test_create_writes_only_new_files_and_makes_their_parents();
+	test_str_replace_needs_exactly_one_match();
+	test_insert_puts_lines_after_the_given_line();
+	test_undo_edit_reverts_the_last_16_edits_of_that_file();
+	test_files_not_utf8_or_over_the_size_cap_are_refused();
+	test_fifo_is_not_a_file();
+	test_paths_outside_the_workspace_are_refused();
 
 	teardown();
 	return unit_summary();

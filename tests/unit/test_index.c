@@ -33,7 +33,9 @@ static int check_all(const Manager *m)
 	return bad;
 }
 
-int main(void)
+/* Added, removed at random, emptied and filled again, past several doublings of the
+ * table: every session is found exactly while it is in the index. */
+static void test_index_finds_exactly_the_sessions_in_it(void)
 {
 	Manager m = { 0 };
 	size_t n = 0;
@@ -46,15 +48,16 @@ int main(void)
 
 	/* Grow from empty past several doublings, checking as it fills. */
 	for (int i = 0; i < N / 2; i++) {
-		CHECK(session_index_reserve(&m, n + 1) == 0);
-		CHECK(session_index_add(&m, &sessions[i]) == 0);
+		CHECK_EQ_INT(session_index_reserve(&m, n + 1), 0);
+		CHECK_EQ_INT(session_index_add(&m, &sessions[i]), 0);
 		present[i] = true;
 		n++;
 		if (i % 250 == 0)
-			CHECK(check_all(&m) == 0);
+			CHECK_EQ_INT(check_all(&m), 0);
 	}
-	CHECK(m.index_n == n && m.index_cap >= 2 * n);
-	CHECK(check_all(&m) == 0);
+	CHECK_EQ_INT(m.index_n, n);
+	CHECK_GE_INT(m.index_cap, 2 * n);
+	CHECK_EQ_INT(check_all(&m), 0);
 
 	/* Random removals and additions: removal closes the gaps in the runs it leaves. */
 	for (int round = 0; round < 20000; round++) {
@@ -65,16 +68,16 @@ int main(void)
 			present[i] = false;
 			n--;
 		} else {
-			CHECK(session_index_reserve(&m, n + 1) == 0);
-			CHECK(session_index_add(&m, &sessions[i]) == 0);
+			CHECK_EQ_INT(session_index_reserve(&m, n + 1), 0);
+			CHECK_EQ_INT(session_index_add(&m, &sessions[i]), 0);
 			present[i] = true;
 			n++;
 		}
 		if (round % 1000 == 0)
-			CHECK(check_all(&m) == 0);
+			CHECK_EQ_INT(check_all(&m), 0);
 	}
-	CHECK(m.index_n == n);
-	CHECK(check_all(&m) == 0);
+	CHECK_EQ_INT(m.index_n, n);
+	CHECK_EQ_INT(check_all(&m), 0);
 
 	/* Removing what is not there changes nothing. */
 	for (int i = 0; i < N; i++)
@@ -82,7 +85,8 @@ int main(void)
 			session_index_remove(&m, &sessions[i]);
 			break;
 		}
-	CHECK(m.index_n == n && check_all(&m) == 0);
+	CHECK_EQ_INT(m.index_n, n);
+	CHECK_EQ_INT(check_all(&m), 0);
 
 	/* Emptied, then filled again. */
 	for (int i = 0; i < N; i++)
@@ -90,13 +94,19 @@ int main(void)
 			session_index_remove(&m, &sessions[i]);
 			present[i] = false;
 		}
-	CHECK(m.index_n == 0 && check_all(&m) == 0);
+	CHECK_EQ_INT(m.index_n, 0);
+	CHECK_EQ_INT(check_all(&m), 0);
 	for (int i = 0; i < 100; i++) {
-		CHECK(session_index_add(&m, &sessions[i]) == 0);
+		CHECK_EQ_INT(session_index_add(&m, &sessions[i]), 0);
 		present[i] = true;
 	}
-	CHECK(check_all(&m) == 0);
+	CHECK_EQ_INT(check_all(&m), 0);
 	session_index_free(&m);
 	CHECK(m.index == NULL && session_index_find(&m, sessions[0].id) == NULL);
+}
+
+int main(void)
+{
+	test_index_finds_exactly_the_sessions_in_it();
 	return unit_summary();
 }

@@ -35,62 +35,62 @@ static void nest(char *buf, int levels)
 	buf[n] = '\0';
 }
 
-static void test_parse(void)
+static void test_parse_takes_strict_json_within_its_depth(void)
 {
 	char err[256], buf[4096];
 
-	CHECK(P("{}", 32) == 0);
-	CHECK(P(" {\"a\": [1, 2.5, \"x\", null, true]} \r\n", 32) == 0);
-	CHECK(P("[]", 32) == 0);
-	CHECK(P("\"\\u00e9\\ud83d\\ude00\"", 32) == 0);
+	CHECK_EQ_INT(P("{}", 32), 0);
+	CHECK_EQ_INT(P(" {\"a\": [1, 2.5, \"x\", null, true]} \r\n", 32), 0);
+	CHECK_EQ_INT(P("[]", 32), 0);
+	CHECK_EQ_INT(P("\"\\u00e9\\ud83d\\ude00\"", 32), 0);
 
-	CHECK(P("", 32) == -EINVAL);
-	CHECK(strstr(err, "ends too early") != NULL);
-	CHECK(P("{\"a\": 1", 32) == -EINVAL);
-	CHECK(P("{\"a\": 1}}", 32) == -EINVAL);
-	CHECK(strstr(err, "byte 8") != NULL);
-	CHECK(P("{\"a\": 1} x", 32) == -EINVAL);
-	CHECK(P("{'a': 1}", 32) == -EINVAL);
-	CHECK(strstr(err, "not valid JSON") != NULL);
-	CHECK(P("{\"a\": 1,}", 32) == -EINVAL);
-	CHECK(P("[1,]", 32) == -EINVAL);
-	CHECK(P("[\"it's\", \"\\\"'\"]", 32) == 0);
-	CHECK(P("5", 32) == 0);
-	CHECK(P(" 12 ", 32) == 0);
-	CHECK(P("12x", 32) == -EINVAL);
-	CHECK(P("{\"a\": nan}", 32) == -EINVAL);
-	CHECK(P("{\"a\" 1}", 32) == -EINVAL);
+	CHECK_EQ_INT(P("", 32), -EINVAL);
+	CHECK_CONTAINS(err, "ends too early");
+	CHECK_EQ_INT(P("{\"a\": 1", 32), -EINVAL);
+	CHECK_EQ_INT(P("{\"a\": 1}}", 32), -EINVAL);
+	CHECK_CONTAINS(err, "byte 8");
+	CHECK_EQ_INT(P("{\"a\": 1} x", 32), -EINVAL);
+	CHECK_EQ_INT(P("{'a': 1}", 32), -EINVAL);
+	CHECK_CONTAINS(err, "not valid JSON");
+	CHECK_EQ_INT(P("{\"a\": 1,}", 32), -EINVAL);
+	CHECK_EQ_INT(P("[1,]", 32), -EINVAL);
+	CHECK_EQ_INT(P("[\"it's\", \"\\\"'\"]", 32), 0);
+	CHECK_EQ_INT(P("5", 32), 0);
+	CHECK_EQ_INT(P(" 12 ", 32), 0);
+	CHECK_EQ_INT(P("12x", 32), -EINVAL);
+	CHECK_EQ_INT(P("{\"a\": nan}", 32), -EINVAL);
+	CHECK_EQ_INT(P("{\"a\" 1}", 32), -EINVAL);
 
 	/* Invalid UTF-8 raw and escaped; overlong; surrogate encoded raw. */
-	CHECK(P("{\"a\": \"\xff\"}", 32) == -EINVAL);
-	CHECK(strstr(err, "UTF-8") != NULL);
-	CHECK(P("{\"a\": \"\xc0\xaf\"}", 32) == -EINVAL);
-	CHECK(P("{\"a\": \"\xed\xa0\x80\"}", 32) == -EINVAL);
-	CHECK(P("{\"\xe2\x82\": 1}", 32) == -EINVAL);
+	CHECK_EQ_INT(P("{\"a\": \"\xff\"}", 32), -EINVAL);
+	CHECK_CONTAINS(err, "UTF-8");
+	CHECK_EQ_INT(P("{\"a\": \"\xc0\xaf\"}", 32), -EINVAL);
+	CHECK_EQ_INT(P("{\"a\": \"\xed\xa0\x80\"}", 32), -EINVAL);
+	CHECK_EQ_INT(P("{\"\xe2\x82\": 1}", 32), -EINVAL);
 	/* json-c turns a lone surrogate escape into U+FFFD: valid UTF-8 from then on. */
-	CHECK(P("{\"a\": \"\\ud800\"}", 32) == 0);
-	CHECK(P("{\"\\udc00\": 1}", 32) == 0);
-	CHECK(P("{\"a\": \"\xf4\x90\x80\x80\"}", 32) == -EINVAL);
-	CHECK(P("{\"a\": \"\xf0\x9f\x98\x80\"}", 32) == 0);
+	CHECK_EQ_INT(P("{\"a\": \"\\ud800\"}", 32), 0);
+	CHECK_EQ_INT(P("{\"\\udc00\": 1}", 32), 0);
+	CHECK_EQ_INT(P("{\"a\": \"\xf4\x90\x80\x80\"}", 32), -EINVAL);
+	CHECK_EQ_INT(P("{\"a\": \"\xf0\x9f\x98\x80\"}", 32), 0);
 
 	/* Depth: exactly the limit passes, one more fails. */
 	nest(buf, 4);
-	CHECK(parse(buf, strlen(buf), 4, err) == 0);
-	CHECK(parse(buf, strlen(buf), 3, err) == -EINVAL);
-	CHECK(strstr(err, "deeper than 3") != NULL);
+	CHECK_EQ_INT(parse(buf, strlen(buf), 4, err), 0);
+	CHECK_EQ_INT(parse(buf, strlen(buf), 3, err), -EINVAL);
+	CHECK_CONTAINS(err, "deeper than 3");
 	nest(buf, 32);
-	CHECK(parse(buf, strlen(buf), 32, err) == 0);
+	CHECK_EQ_INT(parse(buf, strlen(buf), 32, err), 0);
 	nest(buf, 33);
-	CHECK(parse(buf, strlen(buf), 32, err) == -EINVAL);
+	CHECK_EQ_INT(parse(buf, strlen(buf), 32, err), -EINVAL);
 	nest(buf, 400);
-	CHECK(parse(buf, strlen(buf), 32, err) == -EINVAL);
-	CHECK(P("[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[", 32) == -EINVAL);
+	CHECK_EQ_INT(parse(buf, strlen(buf), 32, err), -EINVAL);
+	CHECK_EQ_INT(P("[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[", 32), -EINVAL);
 
 	/* An embedded NUL in the raw body is not JSON. */
-	CHECK(parse("{}\0", 3, 32, err) == -EINVAL);
+	CHECK_EQ_INT(parse("{}\0", 3, 32, err), -EINVAL);
 }
 
-static void test_getters(void)
+static void test_getters_tell_a_value_from_absent_and_wrong_type(void)
 {
 	const char *doc = "{\"s\": \"abc\", \"n\": null, \"i\": 42, \"d\": 7.0, \"f\": 1.5, "
 			  "\"b\": true, \"o\": {\"x\": 1}, \"big\": 99999999999999999999, "
@@ -101,32 +101,41 @@ static void test_getters(void)
 	int64_t v;
 	char err[256];
 
-	CHECK(json_in_parse(doc, strlen(doc), 32, &o, err, sizeof(err)) == 0);
-	CHECK(json_in_string(o, "s", &s, &len) == 1 && strcmp(s, "abc") == 0 && len == 3);
-	CHECK(json_in_string(o, "z", &s, &len) == 1 && len == 3);
-	CHECK(json_in_string(o, "n", &s, &len) == 0);
-	CHECK(json_in_string(o, "missing", &s, &len) == 0);
-	CHECK(json_in_string(o, "i", &s, &len) == -EINVAL);
-	CHECK(json_in_string(o, "o", &s, NULL) == -EINVAL);
-	CHECK(json_in_int(o, "i", &v) == 1 && v == 42);
-	CHECK(json_in_int(o, "neg", &v) == 1 && v == -3);
-	CHECK(json_in_int(o, "d", &v) == 1 && v == 7);
-	CHECK(json_in_int(o, "e", &v) == 1 && v == 1000);
-	CHECK(json_in_int(o, "f", &v) == -EINVAL);
-	CHECK(json_in_int(o, "s", &v) == -EINVAL);
-	CHECK(json_in_int(o, "b", &v) == -EINVAL);
-	CHECK(json_in_int(o, "n", &v) == 0);
-	CHECK(json_in_int(o, "big", &v) == -ERANGE);
-	CHECK(json_in_int(o, "huge", &v) == -ERANGE);
-	CHECK(json_in_object(o, "o", &sub) == 1 && json_object_is_type(sub, json_type_object));
-	CHECK(json_in_object(o, "s", &sub) == -EINVAL);
-	CHECK(json_in_object(o, "n", &sub) == 0);
+	CHECK_EQ_INT(json_in_parse(doc, strlen(doc), 32, &o, err, sizeof(err)), 0);
+	CHECK_EQ_INT(json_in_string(o, "s", &s, &len), 1);
+	CHECK_EQ_STR(s, "abc");
+	CHECK_EQ_INT(len, 3);
+	CHECK_EQ_INT(json_in_string(o, "z", &s, &len), 1);
+	CHECK_EQ_INT(len, 3);
+	CHECK_EQ_INT(json_in_string(o, "n", &s, &len), 0);
+	CHECK_EQ_INT(json_in_string(o, "missing", &s, &len), 0);
+	CHECK_EQ_INT(json_in_string(o, "i", &s, &len), -EINVAL);
+	CHECK_EQ_INT(json_in_string(o, "o", &s, NULL), -EINVAL);
+	CHECK_EQ_INT(json_in_int(o, "i", &v), 1);
+	CHECK_EQ_INT(v, 42);
+	CHECK_EQ_INT(json_in_int(o, "neg", &v), 1);
+	CHECK_EQ_INT(v, -3);
+	CHECK_EQ_INT(json_in_int(o, "d", &v), 1);
+	CHECK_EQ_INT(v, 7);
+	CHECK_EQ_INT(json_in_int(o, "e", &v), 1);
+	CHECK_EQ_INT(v, 1000);
+	CHECK_EQ_INT(json_in_int(o, "f", &v), -EINVAL);
+	CHECK_EQ_INT(json_in_int(o, "s", &v), -EINVAL);
+	CHECK_EQ_INT(json_in_int(o, "b", &v), -EINVAL);
+	CHECK_EQ_INT(json_in_int(o, "n", &v), 0);
+	CHECK_EQ_INT(json_in_int(o, "big", &v), -ERANGE);
+	CHECK_EQ_INT(json_in_int(o, "huge", &v), -ERANGE);
+	CHECK_EQ_INT(json_in_object(o, "o", &sub), 1);
+	CHECK(json_object_is_type(sub, json_type_object));
+	CHECK_EQ_INT(json_in_object(o, "s", &sub), -EINVAL);
+	CHECK_EQ_INT(json_in_object(o, "n", &sub), 0);
 	/* Getters on a non-object answer "absent". */
-	CHECK(json_in_string(sub ? json_object_object_get(sub, "x") : NULL, "x", &s, NULL) == 0);
+	CHECK_EQ_INT(json_in_string(sub ? json_object_object_get(sub, "x") : NULL, "x", &s, NULL),
+		     0);
 	json_object_put(o);
 }
 
-static void test_utf8(void)
+static void test_utf8_valid_refuses_malformed_sequences(void)
 {
 	CHECK(utf8_valid("", 0));
 	CHECK(utf8_valid("plain", 5));
@@ -140,8 +149,8 @@ static void test_utf8(void)
 
 int main(void)
 {
-	test_parse();
-	test_getters();
-	test_utf8();
+	test_parse_takes_strict_json_within_its_depth();
+	test_getters_tell_a_value_from_absent_and_wrong_type();
+	test_utf8_valid_refuses_malformed_sequences();
 	return unit_summary();
 }

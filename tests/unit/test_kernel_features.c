@@ -13,7 +13,7 @@
 
 #include "unit.h"
 
-static void test_release(void)
+static void test_release_at_least_compares_major_then_minor(void)
 {
 	CHECK(kernel_features_release_at_least("6.1.0-13-amd64", 5, 6));
 	CHECK(kernel_features_release_at_least("5.6.0", 5, 6));
@@ -25,48 +25,62 @@ static void test_release(void)
 	CHECK(!kernel_features_release_at_least("linux", 5, 6));
 }
 
-static void test_parse_cgroup1(void)
+static void test_cgroup1_line_gives_mount_point_controllers_and_ro(void)
 {
 	char mnt[64], tiny[8];
 	unsigned ctrls = 99;
 	bool ro = true;
 
-	CHECK(kernel_features_parse_cgroup1("40 30 0:35 / /sys/fs/cgroup/memory rw,nosuid,nodev,"
-					    "noexec,relatime shared:18 - cgroup cgroup rw,memory\n",
-					    mnt, sizeof(mnt), &ctrls, &ro) == 0);
-	CHECK(strcmp(mnt, "/sys/fs/cgroup/memory") == 0);
-	CHECK(ctrls == FEATURE_CG_MEMORY);
+	CHECK_EQ_INT(kernel_features_parse_cgroup1(
+			     "40 30 0:35 / /sys/fs/cgroup/memory rw,nosuid,nodev,"
+			     "noexec,relatime shared:18 - cgroup cgroup rw,memory\n",
+			     mnt, sizeof(mnt), &ctrls, &ro),
+		     0);
+	CHECK_EQ_STR(mnt, "/sys/fs/cgroup/memory");
+	CHECK_EQ_INT(ctrls, FEATURE_CG_MEMORY);
 	CHECK(!ro);
 	/* systemd-nspawn's: the controllers mounted read-only. */
-	CHECK(kernel_features_parse_cgroup1(
-		      "51 45 0:40 / /sys/fs/cgroup/cpu,cpuacct ro,nosuid,"
-		      "nodev,noexec,relatime - cgroup cgroup rw,cpu,cpuacct\n",
-		      mnt, sizeof(mnt), &ctrls, &ro) == 0);
-	CHECK(strcmp(mnt, "/sys/fs/cgroup/cpu,cpuacct") == 0);
-	CHECK(ctrls == FEATURE_CG_CPU);
+	CHECK_EQ_INT(kernel_features_parse_cgroup1(
+			     "51 45 0:40 / /sys/fs/cgroup/cpu,cpuacct ro,nosuid,"
+			     "nodev,noexec,relatime - cgroup cgroup rw,cpu,cpuacct\n",
+			     mnt, sizeof(mnt), &ctrls, &ro),
+		     0);
+	CHECK_EQ_STR(mnt, "/sys/fs/cgroup/cpu,cpuacct");
+	CHECK_EQ_INT(ctrls, FEATURE_CG_CPU);
 	CHECK(ro);
-	CHECK(kernel_features_parse_cgroup1("52 45 0:41 / /sys/fs/cgroup/pids rw,relatime - "
-					    "cgroup cgroup ro,pids\n",
-					    mnt, sizeof(mnt), &ctrls, &ro) == 0);
-	CHECK(ctrls == FEATURE_CG_PIDS && ro);
+	CHECK_EQ_INT(kernel_features_parse_cgroup1("52 45 0:41 / /sys/fs/cgroup/pids rw,relatime - "
+						   "cgroup cgroup ro,pids\n",
+						   mnt, sizeof(mnt), &ctrls, &ro),
+		     0);
+	CHECK_EQ_INT(ctrls, FEATURE_CG_PIDS);
+	CHECK(ro);
 	/* A hierarchy without paddock's controllers, and other file systems. */
-	CHECK(kernel_features_parse_cgroup1("53 45 0:42 / /sys/fs/cgroup/systemd rw,relatime - "
-					    "cgroup cgroup rw,xattr,name=systemd\n",
-					    mnt, sizeof(mnt), &ctrls, &ro) == 0);
-	CHECK(ctrls == 0);
-	CHECK(kernel_features_parse_cgroup1("54 45 0:43 / /sys/fs/cgroup/cpuacct rw - cgroup "
-					    "cgroup rw,cpuacct\n",
-					    mnt, sizeof(mnt), &ctrls, &ro) == 0);
-	CHECK(ctrls == 0);
-	CHECK(kernel_features_parse_cgroup1("35 25 0:30 / /sys/fs/cgroup/unified rw - cgroup2 "
-					    "cgroup2 rw\n",
-					    mnt, sizeof(mnt), &ctrls, &ro) == -ENOENT);
-	CHECK(kernel_features_parse_cgroup1("22 1 8:1 / / rw - ext4 /dev/sda1 rw\n", mnt,
-					    sizeof(mnt), &ctrls, &ro) == -ENOENT);
-	CHECK(kernel_features_parse_cgroup1("garbage", mnt, sizeof(mnt), &ctrls, &ro) == -ENOENT);
-	CHECK(kernel_features_parse_cgroup1("40 30 0:35 / /sys/fs/cgroup/memory rw - cgroup "
-					    "cgroup rw,memory\n",
-					    tiny, sizeof(tiny), &ctrls, &ro) == -ENAMETOOLONG);
+	CHECK_EQ_INT(
+		kernel_features_parse_cgroup1("53 45 0:42 / /sys/fs/cgroup/systemd rw,relatime - "
+					      "cgroup cgroup rw,xattr,name=systemd\n",
+					      mnt, sizeof(mnt), &ctrls, &ro),
+		0);
+	CHECK_EQ_INT(ctrls, 0);
+	CHECK_EQ_INT(
+		kernel_features_parse_cgroup1("54 45 0:43 / /sys/fs/cgroup/cpuacct rw - cgroup "
+					      "cgroup rw,cpuacct\n",
+					      mnt, sizeof(mnt), &ctrls, &ro),
+		0);
+	CHECK_EQ_INT(ctrls, 0);
+	CHECK_EQ_INT(
+		kernel_features_parse_cgroup1("35 25 0:30 / /sys/fs/cgroup/unified rw - cgroup2 "
+					      "cgroup2 rw\n",
+					      mnt, sizeof(mnt), &ctrls, &ro),
+		-ENOENT);
+	CHECK_EQ_INT(kernel_features_parse_cgroup1("22 1 8:1 / / rw - ext4 /dev/sda1 rw\n", mnt,
+						   sizeof(mnt), &ctrls, &ro),
+		     -ENOENT);
+	CHECK_EQ_INT(kernel_features_parse_cgroup1("garbage", mnt, sizeof(mnt), &ctrls, &ro),
+		     -ENOENT);
+	CHECK_EQ_INT(kernel_features_parse_cgroup1("40 30 0:35 / /sys/fs/cgroup/memory rw - cgroup "
+						   "cgroup rw,memory\n",
+						   tiny, sizeof(tiny), &ctrls, &ro),
+		     -ENAMETOOLONG);
 }
 
 /* What the probes report on this host, kept for the checks below. */
@@ -100,19 +114,19 @@ static void on_check(const FeatureCheck *c, void *data)
 }
 
 /* This host runs the test suite's sandboxes, so what they need is here. */
-static void test_probe_here(void)
+static void test_probes_here_find_what_the_sandboxes_need(void)
 {
 	FeatureContext ctx = { .root = geteuid() == 0, .favor_dynmods = true };
 	struct seen s = { 0 };
 	unsigned missing = kernel_features_probe(&ctx, on_check, &s);
 
-	CHECK(s.n >= 15);
-	CHECK(s.bad == 0);
+	CHECK_GE_INT(s.n, 15);
+	CHECK_EQ_INT(s.bad, 0);
 	CHECK(s.openat2_ok);
 	CHECK(s.seccomp_ok);
 	CHECK(s.pid_ns);
 	CHECK(ctx.root ? s.unchecked == 0 : s.unchecked > 0);
-	CHECK(missing == 0);
+	CHECK_EQ_INT(missing, 0);
 }
 
 /* One probe's finding, kept by name. */
@@ -174,7 +188,7 @@ static bool refused(const char *call, int err, bool unit, const char *probe, con
 }
 
 /* The sentences for a refused call: a unit's filter, another filter; ENOSYS or EPERM. */
-static void test_refusals(void)
+static void test_refused_call_is_named_with_its_errno_and_filter(void)
 {
 	CHECK(refused("openat2", ENOSYS, true, "openat2",
 		      "openat2() is refused (ENOSYS): a seccomp filter on this service blocks it, "
@@ -201,9 +215,9 @@ static void test_refusals(void)
 
 int main(void)
 {
-	test_release();
-	test_parse_cgroup1();
-	test_probe_here();
-	test_refusals();
+	test_release_at_least_compares_major_then_minor();
+	test_cgroup1_line_gives_mount_point_controllers_and_ro();
+	test_probes_here_find_what_the_sandboxes_need();
+	test_refused_call_is_named_with_its_errno_and_filter();
 	return unit_summary();
 }

@@ -79,19 +79,19 @@ static void test_appears_ready_by_rename(gid_t gid)
 	struct stat st;
 	int fd;
 
-	CHECK(in >= 0);
-	CHECK(inotify_add_watch(in, dir, IN_CREATE | IN_MOVED_TO) >= 0);
+	CHECK_GE_INT(in, 0);
+	CHECK_GE_INT(inotify_add_watch(in, dir, IN_CREATE | IN_MOVED_TO), 0);
 	fd = listen_unix_at(path, 0660, gid, 16, SOCK_CLOEXEC);
-	CHECK(fd >= 0);
+	CHECK_GE_INT(fd, 0);
 	events_for_sock(in, &created, &moved_to);
 	CHECK(!created);
 	CHECK(moved_to);
-	CHECK(stat(path, &st) == 0);
+	CHECK_EQ_INT(stat(path, &st), 0);
 	CHECK(S_ISSOCK(st.st_mode));
-	CHECK((st.st_mode & 07777) == 0660);
-	CHECK(st.st_gid == gid);
+	CHECK_EQ_INT(st.st_mode & 07777, 0660);
+	CHECK_EQ_INT(st.st_gid, gid);
 	CHECK(connects());
-	CHECK(entries_in(dir) == 1);
+	CHECK_EQ_INT(entries_in(dir), 1);
 	close(fd);
 	close(in);
 }
@@ -103,23 +103,23 @@ static void test_replaces_a_stale_socket(void)
 	/* The socket of the last test is closed: what a killed process leaves behind. */
 	CHECK(!connects());
 	fd = listen_unix_at(path, 0600, (gid_t)-1, 16, 0);
-	CHECK(fd >= 0);
+	CHECK_GE_INT(fd, 0);
 	CHECK(connects());
-	CHECK(entries_in(dir) == 1);
+	CHECK_EQ_INT(entries_in(dir), 1);
 	close(fd);
 }
 
-static void test_path_too_long(void)
+static void test_path_too_long_is_refused(void)
 {
 	char longp[200];
 
 	memset(longp, 'a', sizeof(longp) - 1);
 	longp[0] = '/';
 	longp[sizeof(longp) - 1] = '\0';
-	CHECK(listen_unix_at(longp, 0660, (gid_t)-1, 16, 0) == -ENAMETOOLONG);
+	CHECK_EQ_INT(listen_unix_at(longp, 0660, (gid_t)-1, 16, 0), -ENAMETOOLONG);
 	/* Fits sun_path but not with the temporary suffix. */
 	longp[100] = '\0';
-	CHECK(listen_unix_at(longp, 0660, (gid_t)-1, 16, 0) == -ENAMETOOLONG);
+	CHECK_EQ_INT(listen_unix_at(longp, 0660, (gid_t)-1, 16, 0), -ENAMETOOLONG);
 }
 
 static void test_failure_leaves_nothing(void)
@@ -127,8 +127,8 @@ static void test_failure_leaves_nothing(void)
 	char p[160];
 
 	snprintf(p, sizeof(p), "%s/missing/sock", dir);
-	CHECK(listen_unix_at(p, 0660, (gid_t)-1, 16, 0) == -ENOENT);
-	CHECK(entries_in(dir) == 1);
+	CHECK_EQ_INT(listen_unix_at(p, 0660, (gid_t)-1, 16, 0), -ENOENT);
+	CHECK_EQ_INT(entries_in(dir), 1);
 }
 
 int main(void)
@@ -143,7 +143,7 @@ int main(void)
 	snprintf(path, sizeof(path), "%s/sock", dir);
 	test_appears_ready_by_rename(gid);
 	test_replaces_a_stale_socket();
-	test_path_too_long();
+	test_path_too_long_is_refused();
 	test_failure_leaves_nothing();
 	unlink(path);
 	rmdir(dir);

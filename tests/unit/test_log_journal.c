@@ -35,12 +35,42 @@ static bool has_field(const char *dgram, size_t len, const char *field)
 	return false;
 }
 
+/* A log line's upper-case KEY=value words arrive as fields of their own, beside MESSAGE. */
+static void test_upper_case_words_become_journal_fields(int fd)
+{
+	char buf[8192];
+	ssize_t n;
+
+	log_info("SESSION_ID=node-abc destroyed KILL_REASON=idle x=1 Lower=no");
+	n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+	CHECK_GT_INT(n, 0);
+	if (n > 0) {
+		CHECK(has_field(
+			buf, (size_t)n,
+			"MESSAGE=SESSION_ID=node-abc destroyed KILL_REASON=idle x=1 Lower=no"));
+		CHECK(has_field(buf, (size_t)n, "SESSION_ID=node-abc"));
+		CHECK(has_field(buf, (size_t)n, "KILL_REASON=idle"));
+		CHECK(has_field(buf, (size_t)n, "PRIORITY=6"));
+		CHECK(has_field(buf, (size_t)n, "SYSLOG_IDENTIFIER=paddock-test"));
+		/* Only upper-case keys are fields: lower-case words are just text. */
+		CHECK(!has_field(buf, (size_t)n, "x=1"));
+		CHECK(!has_field(buf, (size_t)n, "Lower=no"));
+	}
+}
+
+static void test_line_below_the_level_is_never_sent(int fd)
+{
+	char buf[8192];
+
+	log_debug("below the level: never sent");
+	CHECK_LT_INT(recv(fd, buf, sizeof(buf), MSG_DONTWAIT), 0);
+	CHECK_EQ_INT(errno, EAGAIN);
+}
+
 int main(void)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	char buf[8192];
 	bool made_run, made_dir;
-	ssize_t n;
 	int fd;
 
 	if (geteuid() != 0) {
@@ -61,23 +91,8 @@ int main(void)
 		return 1;
 	}
 	log_open("paddock-test", "journal", LOG_LVL_INFO);
-	log_info("SESSION_ID=node-abc destroyed KILL_REASON=idle x=1 Lower=no");
-	n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
-	CHECK(n > 0);
-	if (n > 0) {
-		CHECK(has_field(
-			buf, (size_t)n,
-			"MESSAGE=SESSION_ID=node-abc destroyed KILL_REASON=idle x=1 Lower=no"));
-		CHECK(has_field(buf, (size_t)n, "SESSION_ID=node-abc"));
-		CHECK(has_field(buf, (size_t)n, "KILL_REASON=idle"));
-		CHECK(has_field(buf, (size_t)n, "PRIORITY=6"));
-		CHECK(has_field(buf, (size_t)n, "SYSLOG_IDENTIFIER=paddock-test"));
-		/* Only upper-case keys are fields: lower-case words are just text. */
-		CHECK(!has_field(buf, (size_t)n, "x=1"));
-		CHECK(!has_field(buf, (size_t)n, "Lower=no"));
-	}
-	log_debug("below the level: never sent");
-	CHECK(recv(fd, buf, sizeof(buf), MSG_DONTWAIT) < 0 && errno == EAGAIN);
+	test_upper_case_words_become_journal_fields(fd);
+	test_line_below_the_level_is_never_sent(fd);
 	close(fd);
 	unlink(JOURNAL_SOCKET);
 	if (made_dir)

@@ -48,7 +48,7 @@ static int on_data(void *ud, const char *buf, size_t len)
 	if (t->fail_data_with)
 		return t->fail_data_with;
 	if (len == 0) /* the parser never reports empty data */
-		CHECK(len > 0);
+		CHECK_GT_INT(len, 0);
 	put(t, buf, len);
 	return 0;
 }
@@ -118,15 +118,13 @@ static const char EXPECT[] =
 	"[file|a \"q\".bin]line1\r\n--XyZa\r\n\r\r\n-\r\n--X\r\n--XyZ-x\r\n\r\n{end}"
 	"[empty|(none)]{end}";
 
-static void test_whole_and_chunked(void)
+static void test_every_chunking_gives_the_same_parts(void)
 {
 	static struct transcript t;
 	size_t len = strlen(BODY);
 
-	CHECK(run_simple("XyZ", BODY, &t) == 0);
-	CHECK(strcmp(t.buf, EXPECT) == 0);
-	if (strcmp(t.buf, EXPECT) != 0)
-		fprintf(stderr, "got: %s\n", t.buf);
+	CHECK_EQ_INT(run_simple("XyZ", BODY, &t), 0);
+	CHECK_EQ_STR(t.buf, EXPECT);
 
 	/* Every fixed chunk size, including one byte at a time. */
 	for (size_t n = 1; n <= len; n++) {
@@ -134,8 +132,9 @@ static void test_whole_and_chunked(void)
 		int r = run("XyZ", BODY, len, chunks, 1, &t, 1000, 8192);
 
 		if (r != 0 || strcmp(t.buf, EXPECT) != 0) {
-			CHECK(!"fixed chunking");
-			fprintf(stderr, "chunk size %zu: r=%d\n", n, r);
+			CHECK_EQ_INT(r, 0);
+			CHECK_EQ_STR(t.buf, EXPECT);
+			fprintf(stderr, "  in chunks of %zu bytes\n", n);
 			return;
 		}
 	}
@@ -151,7 +150,9 @@ static void test_whole_and_chunked(void)
 			chunks[k] = 1 + (size_t)rand() % 20;
 		r = run("XyZ", BODY, len, chunks, 16, &t, 1000, 8192);
 		if (r != 0 || strcmp(t.buf, EXPECT) != 0) {
-			CHECK(!"random chunking");
+			CHECK_EQ_INT(r, 0);
+			CHECK_EQ_STR(t.buf, EXPECT);
+			fprintf(stderr, "  in random chunks, round %d\n", iter);
 			return;
 		}
 	}
@@ -163,83 +164,108 @@ static void test_whole_and_chunked(void)
 		int r = run("XyZ", BODY, len, chunks, 2, &t, 1000, 8192);
 
 		if (r != 0 || strcmp(t.buf, EXPECT) != 0) {
-			CHECK(!"two-piece split");
+			CHECK_EQ_INT(r, 0);
+			CHECK_EQ_STR(t.buf, EXPECT);
+			fprintf(stderr, "  cut at byte %zu\n", cut);
 			return;
 		}
 	}
 	passed++;
 }
 
-static void test_starts_without_preamble(void)
+static void test_body_may_start_without_a_preamble(void)
 {
 	static struct transcript t;
 
-	CHECK(run_simple("b", "--b\r\nContent-Disposition: form-data; name=a\r\n\r\nx\r\n--b--",
-			 &t) == 0);
-	CHECK(strcmp(t.buf, "[a|(none)]x{end}") == 0);
+	CHECK_EQ_INT(run_simple("b",
+				"--b\r\nContent-Disposition: form-data; name=a\r\n\r\nx\r\n--b--",
+				&t),
+		     0);
+	CHECK_EQ_STR(t.buf, "[a|(none)]x{end}");
 	/* A delimiter in the preamble needs a CRLF before it: here only the close one counts. */
-	CHECK(run_simple("b", "x--b\r\nContent-Disposition: form-data; name=a\r\n\r\nx\r\n--b--",
-			 &t) == 0);
-	CHECK(t.len == 0);
-	CHECK(run_simple("b", "--b--", &t) == 0);
-	CHECK(t.len == 0);
+	CHECK_EQ_INT(run_simple("b",
+				"x--b\r\nContent-Disposition: form-data; name=a\r\n\r\nx\r\n--b--",
+				&t),
+		     0);
+	CHECK_EQ_INT(t.len, 0);
+	CHECK_EQ_INT(run_simple("b", "--b--", &t), 0);
+	CHECK_EQ_INT(t.len, 0);
 	/* Preamble with CR-heavy junk and a near miss. */
-	CHECK(run_simple("bb",
-			 "\r\r\n-\r\n--b\r\n--bb\r\nContent-Disposition: form-data; "
-			 "name=a\r\n\r\n\r\n--bb--\r\n",
-			 &t) == 0);
-	CHECK(strcmp(t.buf, "[a|(none)]{end}") == 0);
+	CHECK_EQ_INT(run_simple("bb",
+				"\r\r\n-\r\n--b\r\n--bb\r\nContent-Disposition: form-data; "
+				"name=a\r\n\r\n\r\n--bb--\r\n",
+				&t),
+		     0);
+	CHECK_EQ_STR(t.buf, "[a|(none)]{end}");
 }
 
-static void test_malformed(void)
+static void test_malformed_bodies_are_refused(void)
 {
 	static struct transcript t;
 	const char *hdr = "Content-Disposition: form-data; name=a\r\n\r\n";
 	char big[20000];
 
 	/* Truncated: in data, in headers, before any delimiter, empty body. */
-	CHECK(run_simple("b", "--b\r\nContent-Disposition: form-data; name=a\r\n\r\nabc", &t) ==
-	      -EPIPE);
-	CHECK(run_simple("b", "--b\r\nContent-Disposition: form-da", &t) == -EPIPE);
-	CHECK(run_simple("b", "just text", &t) == -EPIPE);
-	CHECK(run_simple("b", "", &t) == -EPIPE);
-	CHECK(run_simple("b", "--b\r\nContent-Disposition: form-data; name=a\r\n\r\nabc\r\n--b",
-			 &t) == -EPIPE);
-	CHECK(run_simple("b", "--b\r\nContent-Disposition: form-data; name=a\r\n\r\nabc\r\n--b\r\n",
-			 &t) == -EPIPE);
+	CHECK_EQ_INT(
+		run_simple("b", "--b\r\nContent-Disposition: form-data; name=a\r\n\r\nabc", &t),
+		-EPIPE);
+	CHECK_EQ_INT(run_simple("b", "--b\r\nContent-Disposition: form-da", &t), -EPIPE);
+	CHECK_EQ_INT(run_simple("b", "just text", &t), -EPIPE);
+	CHECK_EQ_INT(run_simple("b", "", &t), -EPIPE);
+	CHECK_EQ_INT(run_simple("b",
+				"--b\r\nContent-Disposition: form-data; name=a\r\n\r\nabc\r\n--b",
+				&t),
+		     -EPIPE);
+	CHECK_EQ_INT(
+		run_simple("b",
+			   "--b\r\nContent-Disposition: form-data; name=a\r\n\r\nabc\r\n--b\r\n",
+			   &t),
+		-EPIPE);
 
 	/* LF-only lines. */
-	CHECK(run_simple("b", "--b\nContent-Disposition: form-data; name=a\n\nx\n--b--\n", &t) ==
-	      -EBADMSG);
-	CHECK(run_simple("b", "--b\r\nContent-Disposition: form-data; name=a\n\r\n\r\nx\r\n--b--",
-			 &t) == -EBADMSG);
+	CHECK_EQ_INT(
+		run_simple("b", "--b\nContent-Disposition: form-data; name=a\n\nx\n--b--\n", &t),
+		-EBADMSG);
+	CHECK_EQ_INT(run_simple("b",
+				"--b\r\nContent-Disposition: form-data; name=a\n\r\n\r\nx\r\n--b--",
+				&t),
+		     -EBADMSG);
 	/* CR not followed by LF in a header; junk after padding. */
-	CHECK(run_simple("b", "--b\r\nContent-Disposition: form-data;\r name=a\r\n\r\n", &t) ==
-	      -EBADMSG);
-	CHECK(run_simple("b", "--b  x\r\n", &t) == -EBADMSG);
-	CHECK(run_simple("b", "--b\rx", &t) == -EBADMSG);
+	CHECK_EQ_INT(run_simple("b", "--b\r\nContent-Disposition: form-data;\r name=a\r\n\r\n", &t),
+		     -EBADMSG);
+	CHECK_EQ_INT(run_simple("b", "--b  x\r\n", &t), -EBADMSG);
+	CHECK_EQ_INT(run_simple("b", "--b\rx", &t), -EBADMSG);
 
 	/* Headers: none, no disposition, no name, not form-data, folded, no colon, NUL, twice. */
-	CHECK(run_simple("b", "--b\r\n\r\nx\r\n--b--", &t) == -EBADMSG);
-	CHECK(run_simple("b", "--b\r\nContent-Type: text/plain\r\n\r\nx\r\n--b--", &t) == -EBADMSG);
-	CHECK(run_simple("b", "--b\r\nContent-Disposition: form-data\r\n\r\nx\r\n--b--", &t) ==
-	      -EBADMSG);
-	CHECK(run_simple("b", "--b\r\nContent-Disposition: attachment; name=a\r\n\r\nx\r\n--b--",
-			 &t) == -EBADMSG);
-	CHECK(run_simple("b", "--b\r\nContent-Disposition: form-data;\r\n name=a\r\n\r\nx\r\n--b--",
-			 &t) == -EBADMSG);
-	CHECK(run_simple("b", "--b\r\nbogus\r\n\r\nx\r\n--b--", &t) == -EBADMSG);
-	CHECK(run_simple("b", "--b\r\nContent-Disposition: form-data; name=\"a\r\n\r\nx\r\n--b--",
-			 &t) == -EBADMSG);
-	CHECK(run_simple("b",
-			 "--b\r\nContent-Disposition: form-data; name=a\r\n"
-			 "Content-Disposition: form-data; name=b\r\n\r\nx\r\n--b--",
-			 &t) == -EBADMSG);
+	CHECK_EQ_INT(run_simple("b", "--b\r\n\r\nx\r\n--b--", &t), -EBADMSG);
+	CHECK_EQ_INT(run_simple("b", "--b\r\nContent-Type: text/plain\r\n\r\nx\r\n--b--", &t),
+		     -EBADMSG);
+	CHECK_EQ_INT(run_simple("b", "--b\r\nContent-Disposition: form-data\r\n\r\nx\r\n--b--", &t),
+		     -EBADMSG);
+	CHECK_EQ_INT(run_simple("b",
+				"--b\r\nContent-Disposition: attachment; name=a\r\n\r\nx\r\n--b--",
+				&t),
+		     -EBADMSG);
+	CHECK_EQ_INT(
+		run_simple("b",
+			   "--b\r\nContent-Disposition: form-data;\r\n name=a\r\n\r\nx\r\n--b--",
+			   &t),
+		-EBADMSG);
+	CHECK_EQ_INT(run_simple("b", "--b\r\nbogus\r\n\r\nx\r\n--b--", &t), -EBADMSG);
+	CHECK_EQ_INT(run_simple("b",
+				"--b\r\nContent-Disposition: form-data; name=\"a\r\n\r\nx\r\n--b--",
+				&t),
+		     -EBADMSG);
+	CHECK_EQ_INT(run_simple("b",
+				"--b\r\nContent-Disposition: form-data; name=a\r\n"
+				"Content-Disposition: form-data; name=b\r\n\r\nx\r\n--b--",
+				&t),
+		     -EBADMSG);
 	{
 		const char nul[] =
 			"--b\r\nContent-Disposition: form-data; name=a\0\r\n\r\nx\r\n--b--";
 
-		CHECK(run("b", nul, sizeof(nul) - 1, NULL, 0, &t, 1000, 8192) == -EBADMSG);
+		CHECK_EQ_INT(run("b", nul, sizeof(nul) - 1, NULL, 0, &t, 1000, 8192), -EBADMSG);
 	}
 
 	/* A header block over the cap. */
@@ -247,8 +273,8 @@ static void test_malformed(void)
 		 "--b\r\nContent-Disposition: form-data; name=a\r\nX-Pad: %0*d\r\n"
 		 "\r\nx\r\n--b--",
 		 9000, 0);
-	CHECK(run_simple("b", big, &t) == -EMSGSIZE);
-	CHECK(run("b", big, strlen(big), NULL, 0, &t, 1000, 16384) == 0);
+	CHECK_EQ_INT(run_simple("b", big, &t), -EMSGSIZE);
+	CHECK_EQ_INT(run("b", big, strlen(big), NULL, 0, &t, 1000, 16384), 0);
 
 	/* Too many parts. */
 	{
@@ -257,82 +283,93 @@ static void test_malformed(void)
 		for (int i = 0; i < 5; i++)
 			n += (size_t)snprintf(big + n, sizeof(big) - n, "--b\r\n%sx\r\n", hdr);
 		snprintf(big + n, sizeof(big) - n, "--b--");
-		CHECK(run("b", big, strlen(big), NULL, 0, &t, 5, 8192) == 0);
-		CHECK(run("b", big, strlen(big), NULL, 0, &t, 4, 8192) == -E2BIG);
+		CHECK_EQ_INT(run("b", big, strlen(big), NULL, 0, &t, 5, 8192), 0);
+		CHECK_EQ_INT(run("b", big, strlen(big), NULL, 0, &t, 4, 8192), -E2BIG);
 	}
 
 	/* A callback's error stops the parser and sticks. */
 	t.fail_data_with = -ENOSPC;
-	CHECK(run_simple("b", "--b\r\nContent-Disposition: form-data; name=a\r\n\r\nxyz\r\n--b--",
-			 &t) == -ENOSPC);
+	CHECK_EQ_INT(run_simple("b",
+				"--b\r\nContent-Disposition: form-data; name=a\r\n\r\nxyz\r\n--b--",
+				&t),
+		     -ENOSPC);
 	t.fail_data_with = 0;
 }
 
-static void test_disposition_params(void)
+static void test_disposition_parameters_are_unquoted_in_any_case(void)
 {
 	static struct transcript t;
 
-	CHECK(run_simple("b",
-			 "--b\r\nContent-Disposition: FORM-DATA ; NAME = \"a;b\" ; "
-			 "filename*=UTF-8''x%20y ; filename=\"c:\\\\dir\\\\f.txt\"\r\n\r\nq\r\n"
-			 "--b--",
-			 &t) == 0);
-	CHECK(strcmp(t.buf, "[a;b|c:\\dir\\f.txt]q{end}") == 0);
-	CHECK(run_simple("b",
-			 "--b\r\nContent-Disposition: form-data; name=\"\"; filename=\"\"\r\n"
-			 "\r\n\r\n--b--",
-			 &t) == 0);
-	CHECK(strcmp(t.buf, "[|]{end}") == 0);
-	if (strcmp(t.buf, "[|]{end}") != 0)
-		fprintf(stderr, "got: %s\n", t.buf);
+	CHECK_EQ_INT(
+		run_simple("b",
+			   "--b\r\nContent-Disposition: FORM-DATA ; NAME = \"a;b\" ; "
+			   "filename*=UTF-8''x%20y ; filename=\"c:\\\\dir\\\\f.txt\"\r\n\r\nq\r\n"
+			   "--b--",
+			   &t),
+		0);
+	CHECK_EQ_STR(t.buf, "[a;b|c:\\dir\\f.txt]q{end}");
+	CHECK_EQ_INT(
+		run_simple("b",
+			   "--b\r\nContent-Disposition: form-data; name=\"\"; filename=\"\"\r\n"
+			   "\r\n\r\n--b--",
+			   &t),
+		0);
+	CHECK_EQ_STR(t.buf, "[|]{end}");
 }
 
-static void test_boundary_from_content_type(void)
+static void test_boundary_comes_from_a_form_data_content_type(void)
 {
 	char b[MULTIPART_BOUNDARY_MAX + 1];
 
-	CHECK(multipart_boundary_from_content_type("multipart/form-data; boundary=abc", b,
-						   sizeof(b)) == 0 &&
-	      strcmp(b, "abc") == 0);
-	CHECK(multipart_boundary_from_content_type("Multipart/Form-Data;charset=utf-8;"
-						   "boundary=\"a b:c\"",
-						   b, sizeof(b)) == 0 &&
-	      strcmp(b, "a b:c") == 0);
-	CHECK(multipart_boundary_from_content_type("multipart/form-data", b, sizeof(b)) == -EINVAL);
-	CHECK(multipart_boundary_from_content_type("multipart/form-data; boundary=", b,
-						   sizeof(b)) == -EINVAL);
-	CHECK(multipart_boundary_from_content_type("multipart/form-data; boundary=\"abc", b,
-						   sizeof(b)) == -EINVAL);
-	CHECK(multipart_boundary_from_content_type("application/json", b, sizeof(b)) ==
-	      -EMEDIUMTYPE);
-	CHECK(multipart_boundary_from_content_type("multipart/form-dataX; boundary=a", b,
-						   sizeof(b)) == -EMEDIUMTYPE);
-	CHECK(multipart_boundary_from_content_type("multipart/mixed; boundary=a", b, sizeof(b)) ==
-	      -EMEDIUMTYPE);
+	CHECK_EQ_INT(multipart_boundary_from_content_type("multipart/form-data; boundary=abc", b,
+							  sizeof(b)),
+		     0);
+	CHECK_EQ_STR(b, "abc");
+	CHECK_EQ_INT(multipart_boundary_from_content_type("Multipart/Form-Data;charset=utf-8;"
+							  "boundary=\"a b:c\"",
+							  b, sizeof(b)),
+		     0);
+	CHECK_EQ_STR(b, "a b:c");
+	CHECK_EQ_INT(multipart_boundary_from_content_type("multipart/form-data", b, sizeof(b)),
+		     -EINVAL);
+	CHECK_EQ_INT(multipart_boundary_from_content_type("multipart/form-data; boundary=", b,
+							  sizeof(b)),
+		     -EINVAL);
+	CHECK_EQ_INT(multipart_boundary_from_content_type("multipart/form-data; boundary=\"abc", b,
+							  sizeof(b)),
+		     -EINVAL);
+	CHECK_EQ_INT(multipart_boundary_from_content_type("application/json", b, sizeof(b)),
+		     -EMEDIUMTYPE);
+	CHECK_EQ_INT(multipart_boundary_from_content_type("multipart/form-dataX; boundary=a", b,
+							  sizeof(b)),
+		     -EMEDIUMTYPE);
+	CHECK_EQ_INT(
+		multipart_boundary_from_content_type("multipart/mixed; boundary=a", b, sizeof(b)),
+		-EMEDIUMTYPE);
 	{
 		char ct[400];
 
 		snprintf(ct, sizeof(ct), "multipart/form-data; boundary=%0*d",
 			 MULTIPART_BOUNDARY_MAX + 1, 0);
-		CHECK(multipart_boundary_from_content_type(ct, b, sizeof(b)) == -EINVAL);
+		CHECK_EQ_INT(multipart_boundary_from_content_type(ct, b, sizeof(b)), -EINVAL);
 	}
 }
 
-static void test_parser_new(void)
+static void test_parser_new_refuses_empty_and_cr_boundaries(void)
 {
 	MultipartCallbacks cb = { 0 };
 	MultipartParser *p = NULL;
 
-	CHECK(multipart_parser_new("", &cb, 10, 100, &p) == -EINVAL);
-	CHECK(multipart_parser_new("a\rb", &cb, 10, 100, &p) == -EINVAL);
-	CHECK(multipart_parser_new("ok", &cb, 10, 100, &p) == 0);
-	CHECK(multipart_parts(p) == 0);
+	CHECK_EQ_INT(multipart_parser_new("", &cb, 10, 100, &p), -EINVAL);
+	CHECK_EQ_INT(multipart_parser_new("a\rb", &cb, 10, 100, &p), -EINVAL);
+	CHECK_EQ_INT(multipart_parser_new("ok", &cb, 10, 100, &p), 0);
+	CHECK_EQ_INT(multipart_parts(p), 0);
 	multipart_parser_free(p);
 	CHECK(multipart_parser_free(NULL) == NULL);
 }
 
 /* Random bytes, and random mutations of a valid body: no crash, errors only as -errno. */
-static void test_garbage(void)
+static void test_garbage_gives_errors_never_crashes(void)
 {
 	static struct transcript t;
 	static char buf[4096];
@@ -356,12 +393,12 @@ static void test_garbage(void)
 
 int main(void)
 {
-	test_parser_new();
-	test_whole_and_chunked();
-	test_starts_without_preamble();
-	test_malformed();
-	test_disposition_params();
-	test_boundary_from_content_type();
-	test_garbage();
+	test_parser_new_refuses_empty_and_cr_boundaries();
+	test_every_chunking_gives_the_same_parts();
+	test_body_may_start_without_a_preamble();
+	test_malformed_bodies_are_refused();
+	test_disposition_parameters_are_unquoted_in_any_case();
+	test_boundary_comes_from_a_form_data_content_type();
+	test_garbage_gives_errors_never_crashes();
 	return unit_summary();
 }

@@ -126,7 +126,7 @@ static int norm_err(const char *in, bool allow_root)
 	return wsfs_normalize(in, allow_root, out, sizeof(out));
 }
 
-static void test_normalize(void)
+static void test_normalize_gives_workspace_relative_paths(void)
 {
 	char longname[NAME_MAX + 2], longpath[PATH_MAX + 10], small[4];
 
@@ -141,24 +141,24 @@ static void test_normalize(void)
 	CHECK(norm_is(".", true, "."));
 	CHECK(norm_is("../x", false, "../x"));
 	CHECK(norm_is("/workspace/../../etc/passwd", false, "../../etc/passwd"));
-	CHECK(norm_err("", false) == -EINVAL);
-	CHECK(norm_err("/workspace", false) == -EINVAL);
-	CHECK(norm_err("./", false) == -EINVAL);
-	CHECK(norm_err("/etc/passwd", false) == -EPERM);
-	CHECK(norm_err("/", true) == -EPERM);
-	CHECK(norm_err("/workspacex/a", false) == -EPERM);
-	CHECK(norm_err("//workspace/a", false) == -EPERM);
+	CHECK_EQ_INT(norm_err("", false), -EINVAL);
+	CHECK_EQ_INT(norm_err("/workspace", false), -EINVAL);
+	CHECK_EQ_INT(norm_err("./", false), -EINVAL);
+	CHECK_EQ_INT(norm_err("/etc/passwd", false), -EPERM);
+	CHECK_EQ_INT(norm_err("/", true), -EPERM);
+	CHECK_EQ_INT(norm_err("/workspacex/a", false), -EPERM);
+	CHECK_EQ_INT(norm_err("//workspace/a", false), -EPERM);
 
 	memset(longname, 'a', NAME_MAX + 1);
 	longname[NAME_MAX + 1] = '\0';
-	CHECK(norm_err(longname, false) == -EINVAL);
+	CHECK_EQ_INT(norm_err(longname, false), -EINVAL);
 	longname[NAME_MAX] = '\0';
 	CHECK(norm_is(longname, false, longname));
 	for (size_t i = 0; i < sizeof(longpath) - 1; i++)
 		longpath[i] = i % 2 ? '/' : 'a';
 	longpath[sizeof(longpath) - 1] = '\0';
-	CHECK(norm_err(longpath, false) == -EINVAL);
-	CHECK(wsfs_normalize("abcdef", false, small, sizeof(small)) == -ENOBUFS);
+	CHECK_EQ_INT(norm_err(longpath, false), -EINVAL);
+	CHECK_EQ_INT(wsfs_normalize("abcdef", false, small, sizeof(small)), -ENOBUFS);
 }
 
 static bool read_is(const char *rel, const char *want)
@@ -190,27 +190,27 @@ static int read_err(const char *rel)
 	return fd;
 }
 
-static void test_open_read(void)
+static void test_open_read_stays_inside_the_workspace(void)
 {
 	CHECK(read_is("data.txt", "hello\n"));
 	CHECK(read_is("sub/inner.csv", "a,b\n"));
 	CHECK(read_is("link_in", "hello\n"));
 	CHECK(read_is("link_indir/inner.csv", "a,b\n"));
 	CHECK(read_is("sub/../data.txt", "hello\n"));
-	CHECK(read_err("sub") == -EISDIR);
-	CHECK(read_err(".") == -EISDIR);
-	CHECK(read_err("nope") == -ENOENT);
-	CHECK(read_err("data.txt/x") == -ENOTDIR);
+	CHECK_EQ_INT(read_err("sub"), -EISDIR);
+	CHECK_EQ_INT(read_err("."), -EISDIR);
+	CHECK_EQ_INT(read_err("nope"), -ENOENT);
+	CHECK_EQ_INT(read_err("data.txt/x"), -ENOTDIR);
 	/* A FIFO is refused without blocking (alarm() in main bounds a hang). */
-	CHECK(read_err("fifo") == -ENXIO);
+	CHECK_EQ_INT(read_err("fifo"), -ENXIO);
 
-	CHECK(read_err("../secret") == -EXDEV);
-	CHECK(read_err("../../etc/passwd") == -EXDEV);
-	CHECK(read_err("sub/../../secret") == -EXDEV);
-	CHECK(read_err("link_abs") == -EXDEV);
-	CHECK(read_err("link_climb") == -EXDEV);
-	CHECK(read_err("link_outdir/secret") == -EXDEV);
-	CHECK(read_err("rel_outdir/secret") == -EXDEV);
+	CHECK_EQ_INT(read_err("../secret"), -EXDEV);
+	CHECK_EQ_INT(read_err("../../etc/passwd"), -EXDEV);
+	CHECK_EQ_INT(read_err("sub/../../secret"), -EXDEV);
+	CHECK_EQ_INT(read_err("link_abs"), -EXDEV);
+	CHECK_EQ_INT(read_err("link_climb"), -EXDEV);
+	CHECK_EQ_INT(read_err("link_outdir/secret"), -EXDEV);
+	CHECK_EQ_INT(read_err("rel_outdir/secret"), -EXDEV);
 }
 
 static int tmp_with(const char *content)
@@ -259,72 +259,74 @@ static bool no_leftovers(const char *dir)
 	return system(cmd) != 0;
 }
 
-static void test_commit(void)
+static void test_commit_replaces_by_rename_and_stays_inside(void)
 {
 	char p[PATH_MAX];
 	struct stat before, after, st;
 	ino_t ino;
 
-	CHECK(commit("new.txt", "one") == 0);
+	CHECK_EQ_INT(commit("new.txt", "one"), 0);
 	CHECK(read_is("new.txt", "one"));
 	CHECK(owned_with_mode("new.txt", 0644));
 
 	path_of(p, sizeof(p), "new.txt");
 	stat(p, &st);
 	ino = st.st_ino;
-	CHECK(commit("new.txt", "two") == 0);
+	CHECK_EQ_INT(commit("new.txt", "two"), 0);
 	CHECK(read_is("new.txt", "two"));
 	stat(p, &st);
-	CHECK(st.st_ino != ino); /* replaced by rename, not rewritten in place */
+	CHECK_NE_INT(st.st_ino, ino); /* replaced by rename, not rewritten in place */
 
-	CHECK(commit("made/deeper/f.txt", "deep") == 0);
+	CHECK_EQ_INT(commit("made/deeper/f.txt", "deep"), 0);
 	CHECK(read_is("made/deeper/f.txt", "deep"));
 	CHECK(owned_with_mode("made", 0755));
 	CHECK(owned_with_mode("made/deeper", 0755));
 	CHECK(owned_with_mode("made/deeper/f.txt", 0644));
-	CHECK(commit("link_indir/via_link.txt", "v") == 0);
+	CHECK_EQ_INT(commit("link_indir/via_link.txt", "v"), 0);
 	CHECK(read_is("sub/via_link.txt", "v"));
 
-	CHECK(commit("sub", "x") == -EISDIR);
-	CHECK(commit(".", "x") == -EISDIR);
-	CHECK(commit("sub/..", "x") == -EISDIR);
-	CHECK(commit("..", "x") == -EXDEV);
-	CHECK(commit("data.txt/x", "x") == -ENOTDIR);
+	CHECK_EQ_INT(commit("sub", "x"), -EISDIR);
+	CHECK_EQ_INT(commit(".", "x"), -EISDIR);
+	CHECK_EQ_INT(commit("sub/..", "x"), -EISDIR);
+	CHECK_EQ_INT(commit("..", "x"), -EXDEV);
+	CHECK_EQ_INT(commit("data.txt/x", "x"), -ENOTDIR);
 
-	CHECK(commit("../escape.txt", "x") == -EXDEV);
+	CHECK_EQ_INT(commit("../escape.txt", "x"), -EXDEV);
 	snprintf(p, sizeof(p), "%s/escape.txt", root);
 	CHECK(!exists(p));
-	CHECK(commit("/etc/passwd", "x") < 0);
+	CHECK_LT_INT(commit("/etc/passwd", "x"), 0);
 
 	stat("/etc/shadow", &before);
-	CHECK(commit("link_abs", "x") == -ELOOP);
+	CHECK_EQ_INT(commit("link_abs", "x"), -ELOOP);
 	stat("/etc/shadow", &after);
-	CHECK(before.st_ino == after.st_ino && before.st_size == after.st_size &&
-	      before.st_mtim.tv_nsec == after.st_mtim.tv_nsec);
+	CHECK_EQ_INT(before.st_ino, after.st_ino);
+	CHECK_EQ_INT(before.st_size, after.st_size);
+	CHECK_EQ_INT(before.st_mtim.tv_nsec, after.st_mtim.tv_nsec);
 	path_of(p, sizeof(p), "link_abs");
-	CHECK(lstat(p, &st) == 0 && S_ISLNK(st.st_mode));
+	CHECK_EQ_INT(lstat(p, &st), 0);
+	CHECK(S_ISLNK(st.st_mode));
 
-	CHECK(commit("link_in", "x") == -ELOOP);
+	CHECK_EQ_INT(commit("link_in", "x"), -ELOOP);
 	CHECK(read_is("data.txt", "hello\n"));
-	CHECK(commit("link_climb", "x") == -ELOOP);
+	CHECK_EQ_INT(commit("link_climb", "x"), -ELOOP);
 
-	CHECK(commit("link_outdir/new.txt", "x") == -EXDEV);
-	CHECK(commit("rel_outdir/new.txt", "x") == -EXDEV);
-	CHECK(commit("link_outdir/a/b/new.txt", "x") == -EXDEV);
+	CHECK_EQ_INT(commit("link_outdir/new.txt", "x"), -EXDEV);
+	CHECK_EQ_INT(commit("rel_outdir/new.txt", "x"), -EXDEV);
+	CHECK_EQ_INT(commit("link_outdir/a/b/new.txt", "x"), -EXDEV);
 	snprintf(p, sizeof(p), "%s/outside/new.txt", root);
 	CHECK(!exists(p));
 	snprintf(p, sizeof(p), "%s/outside/a", root);
 	CHECK(!exists(p));
 
-	CHECK(wsfs_mkdirs(ws_fd, "m1/m2/file", UID, GID) == 0);
+	CHECK_EQ_INT(wsfs_mkdirs(ws_fd, "m1/m2/file", UID, GID), 0);
 	CHECK(owned_with_mode("m1/m2", 0755));
 	path_of(p, sizeof(p), "m1/m2/file");
 	CHECK(!exists(p));
-	CHECK(wsfs_mkdirs(ws_fd, "m1/m2/file", UID, GID) == 0);
-	CHECK(wsfs_mkdirs(ws_fd, "top", UID, GID) == 0);
-	CHECK(wsfs_mkdirs(ws_fd, "link_outdir/a/b", UID, GID) == -EXDEV);
-	CHECK(wsfs_mkdirs(ws_fd, "rel_outdir/a/b", UID, GID) == -EXDEV);
-	CHECK(wsfs_mkdirs(ws_fd, "../a/b", UID, GID) == -EXDEV);
+	CHECK_EQ_INT(wsfs_mkdirs(ws_fd, "m1/m2/file", UID, GID), 0);
+	CHECK_EQ_INT(wsfs_mkdirs(ws_fd, "top", UID, GID), 0);
+	CHECK_EQ_INT(wsfs_mkdirs(ws_fd, "link_outdir/a/b", UID, GID), -EXDEV);
+	CHECK_EQ_INT(wsfs_mkdirs(ws_fd, "rel_outdir/a/b", UID, GID), -EXDEV);
+	CHECK_EQ_INT(wsfs_mkdirs(ws_fd, "../a/b", UID, GID), -EXDEV);
 	CHECK(!exists(p));
 
 	CHECK(no_leftovers("."));
@@ -335,7 +337,7 @@ static void test_commit(void)
  * Commit must work without CAP_DAC_READ_SEARCH too: older kernels then refuse
  * linkat(AT_EMPTY_PATH) and commit goes through /proc/self/fd instead.
  */
-static void test_commit_without_cap(void)
+static void test_commit_works_without_cap_dac_read_search(void)
 {
 	int status = -1;
 	pid_t pid = fork();
@@ -352,8 +354,10 @@ static void test_commit_without_cap(void)
 			_exit(3);
 		_exit(commit("nocap/f.txt", "nocap") == 0 ? 0 : 4);
 	}
-	CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
-	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CHECK_GT_INT(pid, 0);
+	CHECK_EQ_INT(waitpid(pid, &status, 0), pid);
+	CHECK(WIFEXITED(status));
+	CHECK_EQ_INT(WEXITSTATUS(status), 0);
 	CHECK(read_is("nocap/f.txt", "nocap"));
 	CHECK(owned_with_mode("nocap/f.txt", 0644));
 	CHECK(no_leftovers("nocap"));
@@ -411,7 +415,7 @@ static int list_err(const char *rel)
 	return r;
 }
 
-static void test_list(void)
+static void test_list_skips_symlinks_and_fifos_and_truncates_at_max(void)
 {
 	static const char *const sub_want[] = { "sub/inner.csv", "sub/via_link.txt" };
 	struct json_object *arr = NULL;
@@ -421,54 +425,52 @@ static void test_list(void)
 
 	CHECK(list_paths_are("sub", sub_want, ARRAY_SIZE(sub_want)));
 	/* The workspace root: symlinks and the FIFO are skipped. */
-	CHECK(wsfs_list(ws_fd, ".", 1000, &arr, &truncated) == 0);
+	CHECK_EQ_INT(wsfs_list(ws_fd, ".", 1000, &arr, &truncated), 0);
 	CHECK(!truncated);
-	CHECK(json_object_array_length(arr) == 5);
+	CHECK_EQ_INT(json_object_array_length(arr), 5);
 	if (json_object_array_length(arr) == 5) {
-		CHECK(strcmp(json_object_get_string(entry(arr, 0, "path")), "data.txt") == 0);
-		CHECK(json_object_get_int64(entry(arr, 0, "size_bytes")) == 6);
-		CHECK(strcmp(json_object_get_string(entry(arr, 0, "mime_type")), "text/plain") ==
-		      0);
+		CHECK_EQ_STR(json_object_get_string(entry(arr, 0, "path")), "data.txt");
+		CHECK_EQ_INT(json_object_get_int64(entry(arr, 0, "size_bytes")), 6);
+		CHECK_EQ_STR(json_object_get_string(entry(arr, 0, "mime_type")), "text/plain");
 		CHECK(json_object_is_type(entry(arr, 0, "modified_at"), json_type_double));
 		path_of(p, sizeof(p), "data.txt");
 		stat(p, &st);
-		CHECK((long long)json_object_get_double(entry(arr, 0, "modified_at")) ==
-		      (long long)st.st_mtim.tv_sec);
-		CHECK(strcmp(json_object_get_string(entry(arr, 1, "path")), "made/deeper/f.txt") ==
-		      0);
-		CHECK(strcmp(json_object_get_string(entry(arr, 2, "path")), "new.txt") == 0);
+		CHECK_EQ_INT((long long)json_object_get_double(entry(arr, 0, "modified_at")),
+			     (long long)st.st_mtim.tv_sec);
+		CHECK_EQ_STR(json_object_get_string(entry(arr, 1, "path")), "made/deeper/f.txt");
+		CHECK_EQ_STR(json_object_get_string(entry(arr, 2, "path")), "new.txt");
 	}
 	json_object_put(arr);
 	arr = NULL;
 
-	CHECK(wsfs_list(ws_fd, "", 1000, &arr, &truncated) == 0);
-	CHECK(json_object_array_length(arr) == 5);
+	CHECK_EQ_INT(wsfs_list(ws_fd, "", 1000, &arr, &truncated), 0);
+	CHECK_EQ_INT(json_object_array_length(arr), 5);
 	json_object_put(arr);
 
-	CHECK(list_err("nope") == -ENOENT);
-	CHECK(list_err("data.txt") == -ENOTDIR);
-	CHECK(list_err("link_outdir") == -EXDEV);
-	CHECK(list_err("rel_outdir") == -EXDEV);
-	CHECK(list_err("..") == -EXDEV);
-	CHECK(list_err("../outside") == -EXDEV);
-	CHECK(list_err("link_abs") == -EXDEV);
+	CHECK_EQ_INT(list_err("nope"), -ENOENT);
+	CHECK_EQ_INT(list_err("data.txt"), -ENOTDIR);
+	CHECK_EQ_INT(list_err("link_outdir"), -EXDEV);
+	CHECK_EQ_INT(list_err("rel_outdir"), -EXDEV);
+	CHECK_EQ_INT(list_err(".."), -EXDEV);
+	CHECK_EQ_INT(list_err("../outside"), -EXDEV);
+	CHECK_EQ_INT(list_err("link_abs"), -EXDEV);
 
 	/* Truncation at max. */
 	for (int i = 0; i < 10; i++) {
 		char rel[32];
 		snprintf(rel, sizeof(rel), "many/f%d.json", i);
-		CHECK(commit(rel, "{}") == 0);
+		CHECK_EQ_INT(commit(rel, "{}"), 0);
 	}
 	arr = NULL;
-	CHECK(wsfs_list(ws_fd, "many", 5, &arr, &truncated) == 0);
+	CHECK_EQ_INT(wsfs_list(ws_fd, "many", 5, &arr, &truncated), 0);
 	CHECK(truncated);
-	CHECK(json_object_array_length(arr) == 5);
+	CHECK_EQ_INT(json_object_array_length(arr), 5);
 	json_object_put(arr);
 	arr = NULL;
-	CHECK(wsfs_list(ws_fd, "many", 10, &arr, &truncated) == 0);
+	CHECK_EQ_INT(wsfs_list(ws_fd, "many", 10, &arr, &truncated), 0);
 	CHECK(!truncated);
-	CHECK(json_object_array_length(arr) == 10);
-	CHECK(strcmp(json_object_get_string(entry(arr, 0, "mime_type")), "application/json") == 0);
+	CHECK_EQ_INT(json_object_array_length(arr), 10);
+	CHECK_EQ_STR(json_object_get_string(entry(arr, 0, "mime_type")), "application/json");
 	json_object_put(arr);
 }
 
@@ -484,7 +486,7 @@ static int age_one(const char *p, const struct stat *st, int flag, struct FTW *f
 	return 0;
 }
 
-static void test_changed_since(void)
+static void test_changed_since_reports_each_new_version(void)
 {
 	struct timespec since;
 	WsfsChange *changes = NULL;
@@ -494,18 +496,18 @@ static void test_changed_since(void)
 	clock_gettime(CLOCK_REALTIME, &since);
 	since.tv_sec -= 1; /* file systems may round timestamps down to a tick */
 
-	CHECK(wsfs_changed_since(ws_fd, &since, 100, &changes, &n) == 0);
-	CHECK(n == 0);
+	CHECK_EQ_INT(wsfs_changed_since(ws_fd, &since, 100, &changes, &n), 0);
+	CHECK_EQ_INT(n, 0);
 	wsfs_changes_free(changes, n);
 
-	CHECK(commit("sub/changed.txt", "c") == 0);
+	CHECK_EQ_INT(commit("sub/changed.txt", "c"), 0);
 	put("made/deeper/f.txt", "rewritten");
-	CHECK(wsfs_changed_since(ws_fd, &since, 100, &changes, &n) == 0);
-	CHECK(n == 2);
+	CHECK_EQ_INT(wsfs_changed_since(ws_fd, &since, 100, &changes, &n), 0);
+	CHECK_EQ_INT(n, 2);
 	if (n == 2) {
-		CHECK(strcmp(changes[0].path, "made/deeper/f.txt") == 0);
-		CHECK(strcmp(changes[1].path, "sub/changed.txt") == 0);
-		CHECK(changes[0].size == (off_t)strlen("rewritten"));
+		CHECK_EQ_STR(changes[0].path, "made/deeper/f.txt");
+		CHECK_EQ_STR(changes[1].path, "sub/changed.txt");
+		CHECK_EQ_INT(changes[0].size, (off_t)strlen("rewritten"));
 		CHECK(wsfs_change_same(&changes[0], &changes[0]));
 		CHECK(!wsfs_change_same(&changes[0], &changes[1]));
 	}
@@ -515,33 +517,36 @@ static void test_changed_since(void)
 		size_t m = 0;
 
 		put("made/deeper/f.txt", "rewritten, longer");
-		CHECK(wsfs_changed_since(ws_fd, &since, 100, &again, &m) == 0);
-		CHECK(m == 2 && !wsfs_change_same(&changes[0], &again[0]));
-		CHECK(m == 2 && wsfs_change_same(&changes[1], &again[1]));
+		CHECK_EQ_INT(wsfs_changed_since(ws_fd, &since, 100, &again, &m), 0);
+		CHECK_EQ_INT(m, 2);
+		if (m == 2) {
+			CHECK(!wsfs_change_same(&changes[0], &again[0]));
+			CHECK(wsfs_change_same(&changes[1], &again[1]));
+		}
 		wsfs_changes_free(again, m);
 	}
 	wsfs_changes_free(changes, n);
 
-	CHECK(wsfs_changed_since(ws_fd, &since, 1, &changes, &n) == 0);
-	CHECK(n == 1);
+	CHECK_EQ_INT(wsfs_changed_since(ws_fd, &since, 1, &changes, &n), 0);
+	CHECK_EQ_INT(n, 1);
 	wsfs_changes_free(changes, n);
 }
 
-static void test_mime(void)
+static void test_mime_type_comes_from_the_extension(void)
 {
-	CHECK(strcmp(wsfs_guess_mime("a.txt"), "text/plain") == 0);
-	CHECK(strcmp(wsfs_guess_mime("dir.d/a.CSV"), "text/csv") == 0);
-	CHECK(strcmp(wsfs_guess_mime("x.py"), "text/x-python") == 0);
-	CHECK(strcmp(wsfs_guess_mime("p.png"), "image/png") == 0);
-	CHECK(strcmp(wsfs_guess_mime("p.jpeg"), "image/jpeg") == 0);
-	CHECK(strcmp(wsfs_guess_mime("p.jpg"), "image/jpeg") == 0);
-	CHECK(strcmp(wsfs_guess_mime("a.tar.gz"), "application/gzip") == 0);
-	CHECK(strcmp(wsfs_guess_mime("c.yml"), "application/yaml") == 0);
-	CHECK(strcmp(wsfs_guess_mime("doc.pdf"), "application/pdf") == 0);
-	CHECK(strcmp(wsfs_guess_mime(".bashrc"), "application/octet-stream") == 0);
-	CHECK(strcmp(wsfs_guess_mime("noext"), "application/octet-stream") == 0);
-	CHECK(strcmp(wsfs_guess_mime("trail."), "application/octet-stream") == 0);
-	CHECK(strcmp(wsfs_guess_mime("a.json/bin"), "application/octet-stream") == 0);
+	CHECK_EQ_STR(wsfs_guess_mime("a.txt"), "text/plain");
+	CHECK_EQ_STR(wsfs_guess_mime("dir.d/a.CSV"), "text/csv");
+	CHECK_EQ_STR(wsfs_guess_mime("x.py"), "text/x-python");
+	CHECK_EQ_STR(wsfs_guess_mime("p.png"), "image/png");
+	CHECK_EQ_STR(wsfs_guess_mime("p.jpeg"), "image/jpeg");
+	CHECK_EQ_STR(wsfs_guess_mime("p.jpg"), "image/jpeg");
+	CHECK_EQ_STR(wsfs_guess_mime("a.tar.gz"), "application/gzip");
+	CHECK_EQ_STR(wsfs_guess_mime("c.yml"), "application/yaml");
+	CHECK_EQ_STR(wsfs_guess_mime("doc.pdf"), "application/pdf");
+	CHECK_EQ_STR(wsfs_guess_mime(".bashrc"), "application/octet-stream");
+	CHECK_EQ_STR(wsfs_guess_mime("noext"), "application/octet-stream");
+	CHECK_EQ_STR(wsfs_guess_mime("trail."), "application/octet-stream");
+	CHECK_EQ_STR(wsfs_guess_mime("a.json/bin"), "application/octet-stream");
 }
 
 /* The API form of names (wsname.h): text for any bytes, and back to the same bytes. */
@@ -558,7 +563,7 @@ static bool encodes_to(const char *raw, const char *want)
 	       strcmp(back, raw) == 0;
 }
 
-static void test_names(void)
+static void test_names_encode_any_bytes_and_decode_back(void)
 {
 	char out[16];
 
@@ -573,40 +578,43 @@ static void test_names(void)
 	CHECK(encodes_to("\xff", "‛FF"));
 	CHECK(encodes_to("ctl\x01\n\"\\%", "ctl\x01\n\"\\%"));
 
-	CHECK(wsname_decode("‛ff", out, sizeof(out)) == 1 && out[0] == '\xff');
+	CHECK_EQ_INT(wsname_decode("‛ff", out, sizeof(out)), 1);
+	CHECK_EQ_INT(out[0], '\xff');
 	/* Escapes that name no byte the encoder would write, or are cut short. */
-	CHECK(wsname_decode("‛", out, sizeof(out)) == -EINVAL);
-	CHECK(wsname_decode("a‛F", out, sizeof(out)) == -EINVAL);
-	CHECK(wsname_decode("‛GG", out, sizeof(out)) == -EINVAL);
-	CHECK(wsname_decode("‛2F", out, sizeof(out)) == -EINVAL);
-	CHECK(wsname_decode("‛00", out, sizeof(out)) == -EINVAL);
-	CHECK(wsname_decode("‛7F", out, sizeof(out)) == -EINVAL);
-	CHECK(wsname_decode("raw\xff", out, sizeof(out)) == -EINVAL);
-	CHECK(wsname_decode("0123456789abcdef", out, sizeof(out)) == -ENOBUFS);
-	CHECK(wsname_encode("\xff\xff\xff\xff", 4, out, sizeof(out)) == -ENOBUFS && out[0] == '\0');
+	CHECK_EQ_INT(wsname_decode("‛", out, sizeof(out)), -EINVAL);
+	CHECK_EQ_INT(wsname_decode("a‛F", out, sizeof(out)), -EINVAL);
+	CHECK_EQ_INT(wsname_decode("‛GG", out, sizeof(out)), -EINVAL);
+	CHECK_EQ_INT(wsname_decode("‛2F", out, sizeof(out)), -EINVAL);
+	CHECK_EQ_INT(wsname_decode("‛00", out, sizeof(out)), -EINVAL);
+	CHECK_EQ_INT(wsname_decode("‛7F", out, sizeof(out)), -EINVAL);
+	CHECK_EQ_INT(wsname_decode("raw\xff", out, sizeof(out)), -EINVAL);
+	CHECK_EQ_INT(wsname_decode("0123456789abcdef", out, sizeof(out)), -ENOBUFS);
+	CHECK_EQ_INT(wsname_encode("\xff\xff\xff\xff", 4, out, sizeof(out)), -ENOBUFS);
+	CHECK_EQ_INT(out[0], '\0');
 
 	/* normalize takes the API form. */
 	CHECK(norm_is("d‛FE/‛FF.txt", false, "d\xfe/\xff.txt"));
 	CHECK(norm_is("/workspace/‛E2‛80‛9B", false, "‛"));
-	CHECK(norm_err("x‛zz", false) == -EINVAL);
-	CHECK(norm_err("‛2E‛2E/x", false) == -EINVAL);
+	CHECK_EQ_INT(norm_err("x‛zz", false), -EINVAL);
+	CHECK_EQ_INT(norm_err("‛2E‛2E/x", false), -EINVAL);
 }
 
-static void test_not_regular_files(void)
+static void test_sockets_and_devices_are_not_opened(void)
 {
 	char p[PATH_MAX];
 	int s;
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
 
 	path_of(p, sizeof(p), "sock");
-	CHECK(strlen(p) < sizeof(a.sun_path));
+	CHECK_LT_INT(strlen(p), sizeof(a.sun_path));
 	memcpy(a.sun_path, p, strnlen(p, sizeof(a.sun_path) - 1));
 	s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	CHECK(s >= 0 && bind(s, (struct sockaddr *)&a, sizeof(a)) == 0);
-	CHECK(read_err("sock") == -ENXIO);
+	CHECK_GE_INT(s, 0);
+	CHECK_EQ_INT(bind(s, (struct sockaddr *)&a, sizeof(a)), 0);
+	CHECK_EQ_INT(read_err("sock"), -ENXIO);
 	path_of(p, sizeof(p), "nulldev");
 	if (mknod(p, S_IFCHR | 0666, makedev(1, 3)) == 0) {
-		CHECK(read_err("nulldev") == -ENXIO);
+		CHECK_EQ_INT(read_err("nulldev"), -ENXIO);
 		unlink(p);
 	}
 	close(s);
@@ -614,28 +622,29 @@ static void test_not_regular_files(void)
 	unlink(p);
 }
 
-static void test_list_names(void)
+static void test_list_gives_names_in_their_api_form(void)
 {
 	struct json_object *arr = NULL;
 	bool truncated;
 	char p[PATH_MAX];
 
 	path_of(p, sizeof(p), "names");
-	CHECK(mkdir(p, 0755) == 0);
+	CHECK_EQ_INT(mkdir(p, 0755), 0);
 	put("names/bad-\xff.txt", "x");
 	put("names/‛FF.txt", "y");
-	CHECK(wsfs_list(ws_fd, "names", 10, &arr, &truncated) == 0);
-	CHECK(json_object_array_length(arr) == 2);
+	CHECK_EQ_INT(wsfs_list(ws_fd, "names", 10, &arr, &truncated), 0);
+	CHECK_EQ_INT(json_object_array_length(arr), 2);
 	if (json_object_array_length(arr) == 2) {
-		CHECK(strcmp(json_object_get_string(entry(arr, 0, "path")), "names/bad-‛FF.txt") ==
-		      0);
-		CHECK(strcmp(json_object_get_string(entry(arr, 1, "path")),
-			     "names/‛E2‛80‛9BFF.txt") == 0);
+		CHECK_EQ_STR(json_object_get_string(entry(arr, 0, "path")), "names/bad-‛FF.txt");
+		CHECK_EQ_STR(json_object_get_string(entry(arr, 1, "path")),
+			     "names/‛E2‛80‛9BFF.txt");
 	}
 	json_object_put(arr);
 	/* Each API form, normalized, opens its own file. */
-	CHECK(wsfs_normalize("names/bad-‛FF.txt", false, p, sizeof(p)) == 0 && read_is(p, "x"));
-	CHECK(wsfs_normalize("names/‛E2‛80‛9BFF.txt", false, p, sizeof(p)) == 0 && read_is(p, "y"));
+	CHECK_EQ_INT(wsfs_normalize("names/bad-‛FF.txt", false, p, sizeof(p)), 0);
+	CHECK(read_is(p, "x"));
+	CHECK_EQ_INT(wsfs_normalize("names/‛E2‛80‛9BFF.txt", false, p, sizeof(p)), 0);
+	CHECK(read_is(p, "y"));
 	path_of(p, sizeof(p), "names/bad-\xff.txt");
 	unlink(p);
 	path_of(p, sizeof(p), "names/‛FF.txt");
@@ -656,16 +665,16 @@ int main(void)
 	umask(077);
 	setup();
 
-	test_normalize();
-	test_open_read();
-	test_commit();
-	test_commit_without_cap();
-	test_list();
-	test_changed_since();
-	test_mime();
-	test_names();
-	test_not_regular_files();
-	test_list_names();
+	test_normalize_gives_workspace_relative_paths();
+	test_open_read_stays_inside_the_workspace();
+	test_commit_replaces_by_rename_and_stays_inside();
+	test_commit_works_without_cap_dac_read_search();
+	test_list_skips_symlinks_and_fifos_and_truncates_at_max();
+	test_changed_since_reports_each_new_version();
+	test_mime_type_comes_from_the_extension();
+	test_names_encode_any_bytes_and_decode_back();
+	test_sockets_and_devices_are_not_opened();
+	test_list_gives_names_in_their_api_form();
 
 	teardown();
 	return unit_summary();
