@@ -26,6 +26,7 @@
 #include "clock.h"
 #include "clone.h"
 #include "config.h"
+#include "json.h"
 #include "kernel_features.h"
 #include "proto.h"
 #include "site.h"
@@ -41,13 +42,6 @@ typedef struct Ctl {
 	PaddockConfig cfg;	 /* settings: defaults, file, PADDOCK_* variables */
 	char sock[PATH_MAX];	 /* the daemon's socket */
 } Ctl;
-
-static inline void json_putp(json_object **o)
-{
-	if (*o)
-		json_object_put(*o);
-}
-#define _cleanup_json_ _cleanup_(json_putp)
 
 static void usage(FILE *f)
 {
@@ -150,34 +144,33 @@ static void print_json(json_object *o)
 
 /* ---- formatting ---- */
 
+/* Fields of the daemon's replies, or a default when absent or of another type. */
 static int64_t field_i64(json_object *o, const char *key)
 {
-	json_object *v;
+	int64_t v = 0;
 
-	return json_object_object_get_ex(o, key, &v) ? json_object_get_int64(v) : 0;
+	return json_in_int(o, key, &v) == 1 ? v : 0;
 }
 
 static double field_double(json_object *o, const char *key)
 {
-	json_object *v;
+	double v = 0.0;
 
-	return json_object_object_get_ex(o, key, &v) ? json_object_get_double(v) : 0.0;
+	return json_in_number(o, key, &v) == 1 ? v : 0.0;
 }
 
 static const char *field_str(json_object *o, const char *key, const char *def)
 {
-	json_object *v;
+	const char *v;
 
-	if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
-		return def;
-	return json_object_get_string(v);
+	return json_in_string(o, key, &v, NULL) == 1 ? v : def;
 }
 
 static bool field_bool(json_object *o, const char *key)
 {
-	json_object *v;
+	bool v = false;
 
-	return json_object_object_get_ex(o, key, &v) && json_object_get_boolean(v);
+	return json_in_bool(o, key, &v) == 1 && v;
 }
 
 /* 42s, 5m07s, 3h12m, 2d04h */

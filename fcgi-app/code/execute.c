@@ -9,7 +9,7 @@
 #include <strings.h>
 
 #include "cleanup.h"
-#include "http/json.h"
+#include "json.h"
 
 /* Which request and reply shapes a route speaks. */
 enum surface {

@@ -5,7 +5,7 @@
 #include <stdio.h>
 
 #include "cleanup.h"
-#include "http/json.h"
+#include "json.h"
 
 /* The 1.x model bounds a language's timeouts at 300 s; the plane's own maximum is in
  * max_timeout at the top of info and in each language's details. */

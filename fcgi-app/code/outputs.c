@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "cleanup.h"
-#include "http/json.h"
+#include "json.h"
 
 /* A growable byte string (NUL bytes allowed), NUL-terminated for convenience. */
 struct text {

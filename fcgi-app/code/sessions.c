@@ -9,7 +9,7 @@
 #include <time.h>
 
 #include "cleanup.h"
-#include "http/json.h"
+#include "json.h"
 
 /* A handle field as a double (the daemon's times are float seconds). */
 static double handle_time(json_object *h, const char *key)

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "http/http.h"
-#include "http/json.h"
+#include "json.h"
 #include "log.h"
 
 json_object *otari_sd_request(ReqCtx *rq, const char *op)

@@ -11,9 +11,9 @@
 #include <unistd.h>
 
 #include "cleanup.h"
-#include "http/json.h"
 #include "http/multipart.h"
 #include "io.h"
+#include "json.h"
 #include "log.h"
 
 #define CHUNK (64 * 1024)

@@ -10,7 +10,7 @@
 
 #include "cleanup.h"
 #include "http/http.h"
-#include "http/json.h"
+#include "json.h"
 #include "log.h"
 
 #define IMAGE_MAX 255

@@ -24,39 +24,39 @@ void op_stats(Manager *m, Conn *c, const Request *rq)
 		for (int k = 0; k < INTERP_KIND_COUNT; k++)
 			buffered += interp_buffered_bytes(&s->interps[k]);
 	}
-	reply_set(o, "sessions", json_object_new_int64((int64_t)m->n_sessions));
-	reply_set(o, "running", json_object_new_int64((int64_t)running));
-	reply_set(o, "max_sessions", json_object_new_int64(cfg->max_sessions));
-	reply_set(o, "tearing_down", json_object_new_int64((int64_t)zombie_count(m)));
-	reply_set(o, "draining", json_object_new_boolean(m->draining));
-	reply_set(o, "cgroup", json_object_new_string(sandbox_env_cgroup_version(m->env)));
-	reply_set(o, "node", json_object_new_string(cfg->node_name));
-	reply_set(o, "pool_ready", json_object_new_int64((int64_t)m->pool_n[0]));
-	reply_set(o, "pool_kernel_ready", json_object_new_int64((int64_t)m->pool_n[1]));
-	reply_set(o, "pool_started", json_object_new_int64((int64_t)pool_started(m)));
-	reply_set(o, "pool_target", json_object_new_int64(cfg->pool_size + cfg->code_prewarm));
-	reply_set(o, "pool_building", json_object_new_int64((int64_t)pool_building_total(m)));
-	reply_set(o, "pool_warming", json_object_new_int64((int64_t)pool_warming(m)));
-	reply_set(o, "pool_warm_max", json_object_new_int64((int64_t)m->pool_warm_max));
-	reply_set(o, "pool_built", json_object_new_int64((int64_t)m->pool_built));
-	reply_set(o, "pool_taken", json_object_new_int64((int64_t)m->pool_taken));
-	reply_set(o, "creates_waiting", json_object_new_int64((int64_t)create_waiting_total(m)));
+	json_set(o, "sessions", json_object_new_int64((int64_t)m->n_sessions));
+	json_set(o, "running", json_object_new_int64((int64_t)running));
+	json_set(o, "max_sessions", json_object_new_int64(cfg->max_sessions));
+	json_set(o, "tearing_down", json_object_new_int64((int64_t)zombie_count(m)));
+	json_set(o, "draining", json_object_new_boolean(m->draining));
+	json_set(o, "cgroup", json_object_new_string(sandbox_env_cgroup_version(m->env)));
+	json_set(o, "node", json_object_new_string(cfg->node_name));
+	json_set(o, "pool_ready", json_object_new_int64((int64_t)m->pool_n[0]));
+	json_set(o, "pool_kernel_ready", json_object_new_int64((int64_t)m->pool_n[1]));
+	json_set(o, "pool_started", json_object_new_int64((int64_t)pool_started(m)));
+	json_set(o, "pool_target", json_object_new_int64(cfg->pool_size + cfg->code_prewarm));
+	json_set(o, "pool_building", json_object_new_int64((int64_t)pool_building_total(m)));
+	json_set(o, "pool_warming", json_object_new_int64((int64_t)pool_warming(m)));
+	json_set(o, "pool_warm_max", json_object_new_int64((int64_t)m->pool_warm_max));
+	json_set(o, "pool_built", json_object_new_int64((int64_t)m->pool_built));
+	json_set(o, "pool_taken", json_object_new_int64((int64_t)m->pool_taken));
+	json_set(o, "creates_waiting", json_object_new_int64((int64_t)create_waiting_total(m)));
 	/* Workers keep one per thread: this grows with the threads that have served. */
-	reply_set(o, "session_buffer_bytes", json_object_new_int64((int64_t)buffered));
-	reply_set(o, "connections", json_object_new_int64((int64_t)conn_server_connections(c)));
-	reply_set(o, "wal_checkpoints", json_object_new_int64((int64_t)m->checkpoints));
-	reply_set(o, "tenants", json_object_new_int64((int64_t)tenant_table_size(m->tenants)));
-	reply_set(o, "tenant_cap_refusals", json_object_new_int64((int64_t)m->tenant_cap_refusals));
-	reply_set(lim, "memory_bytes", json_object_new_int64(cfg->memory_max_bytes));
-	reply_set(lim, "pids", json_object_new_int64(cfg->pids_max));
-	reply_set(lim, "cpu_percent", json_object_new_int64(cfg->cpu_quota_percent));
-	reply_set(lim, "workspace_bytes", json_object_new_int64(cfg->workspace_bytes));
-	reply_set(lim, "tmp_bytes", json_object_new_int64(cfg->tmp_bytes));
-	reply_set(lim, "exec_timeout_max", json_object_new_int64(cfg->exec_timeout_max));
-	reply_set(lim, "output_max_bytes", json_object_new_int64(cfg->output_max_bytes));
-	reply_set(lim, "tenant_max_sessions", json_object_new_int64(tenant_session_cap(cfg)));
-	reply_set(lim, "tenant_cpu_weight", json_object_new_int64(cfg->tenant_cpu_weight));
-	reply_set(o, "limits", lim);
+	json_set(o, "session_buffer_bytes", json_object_new_int64((int64_t)buffered));
+	json_set(o, "connections", json_object_new_int64((int64_t)conn_server_connections(c)));
+	json_set(o, "wal_checkpoints", json_object_new_int64((int64_t)m->checkpoints));
+	json_set(o, "tenants", json_object_new_int64((int64_t)tenant_table_size(m->tenants)));
+	json_set(o, "tenant_cap_refusals", json_object_new_int64((int64_t)m->tenant_cap_refusals));
+	json_set(lim, "memory_bytes", json_object_new_int64(cfg->memory_max_bytes));
+	json_set(lim, "pids", json_object_new_int64(cfg->pids_max));
+	json_set(lim, "cpu_percent", json_object_new_int64(cfg->cpu_quota_percent));
+	json_set(lim, "workspace_bytes", json_object_new_int64(cfg->workspace_bytes));
+	json_set(lim, "tmp_bytes", json_object_new_int64(cfg->tmp_bytes));
+	json_set(lim, "exec_timeout_max", json_object_new_int64(cfg->exec_timeout_max));
+	json_set(lim, "output_max_bytes", json_object_new_int64(cfg->output_max_bytes));
+	json_set(lim, "tenant_max_sessions", json_object_new_int64(tenant_session_cap(cfg)));
+	json_set(lim, "tenant_cpu_weight", json_object_new_int64(cfg->tenant_cpu_weight));
+	json_set(o, "limits", lim);
 	conn_reply(c, o, NULL, 0);
 }
 
@@ -119,7 +119,7 @@ void op_metrics(Manager *m, Conn *c, const Request *rq)
 	tenant_metrics_write(m, f);
 	fclose(f);
 	o = reply_ok();
-	reply_set(o, "text", json_object_new_string_len(text ? text : "", (int)len));
+	json_set(o, "text", json_object_new_string_len(text ? text : "", (int)len));
 	conn_reply(c, o, NULL, 0);
 }
 
@@ -147,9 +147,9 @@ void op_sessions(Manager *m, Conn *c, const Request *rq)
 			continue;
 		h = session_handle(s);
 		json_object_object_del(h, "ok");
-		reply_append(arr, h);
+		json_append(arr, h);
 	}
-	reply_set(o, "sessions", arr);
+	json_set(o, "sessions", arr);
 	conn_reply(c, o, NULL, 0);
 }
 
@@ -161,12 +161,12 @@ static json_object *admin_session(Session *s)
 
 	json_object_object_del(h, "ok");
 	sandbox_usage(s->m->env, s->rid, &u);
-	reply_set(h, "tenant", s->tenant ? json_object_new_string(s->tenant) : NULL);
-	reply_set(h, "uid", json_object_new_int64(s->uid));
-	reply_set(h, "init_pid", json_object_new_int64(s->sb.pid));
-	reply_set(h, "memory_bytes", json_object_new_int64((int64_t)u.memory_current));
-	reply_set(h, "cpu_ms", json_object_new_int64((int64_t)(u.cpu_ns / 1000000)));
-	reply_set(h, "pids", json_object_new_int64((int64_t)u.pids_current));
+	json_set(h, "tenant", s->tenant ? json_object_new_string(s->tenant) : NULL);
+	json_set(h, "uid", json_object_new_int64(s->uid));
+	json_set(h, "init_pid", json_object_new_int64(s->sb.pid));
+	json_set(h, "memory_bytes", json_object_new_int64((int64_t)u.memory_current));
+	json_set(h, "cpu_ms", json_object_new_int64((int64_t)(u.cpu_ns / 1000000)));
+	json_set(h, "pids", json_object_new_int64((int64_t)u.pids_current));
 	return h;
 }
 
@@ -182,8 +182,8 @@ void op_admin(Manager *m, Conn *c, const Request *rq)
 		json_object *o = reply_ok(), *arr = json_object_new_array();
 
 		for (Session *s = m->sessions; s; s = s->next)
-			reply_append(arr, admin_session(s));
-		reply_set(o, "sessions", arr);
+			json_append(arr, admin_session(s));
+		json_set(o, "sessions", arr);
 		conn_reply(c, o, NULL, 0);
 	} else if (strcmp(op, "kill") == 0) {
 		const char *id = req_string(req, "session_id");
@@ -196,7 +196,7 @@ void op_admin(Manager *m, Conn *c, const Request *rq)
 				found = true;
 				break;
 			}
-		reply_set(o, "existed", json_object_new_boolean(found));
+		json_set(o, "existed", json_object_new_boolean(found));
 		conn_reply(c, o, NULL, 0);
 	} else {
 		json_object *v, *o = reply_ok();
@@ -205,8 +205,8 @@ void op_admin(Manager *m, Conn *c, const Request *rq)
 		m->draining =
 			!json_object_object_get_ex(req, "on", &v) || json_object_get_boolean(v);
 		log_info("draining %s", m->draining ? "on" : "off");
-		reply_set(o, "draining", json_object_new_boolean(m->draining));
-		reply_set(o, "sessions", json_object_new_int64((int64_t)m->n_sessions));
+		json_set(o, "draining", json_object_new_boolean(m->draining));
+		json_set(o, "sessions", json_object_new_int64((int64_t)m->n_sessions));
 		conn_reply(c, o, NULL, 0);
 	}
 }

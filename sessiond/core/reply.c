@@ -7,49 +7,11 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-/* What marks a reply a set failed on: its userdata points here. */
-static const char incomplete_mark;
-
-static void mark_incomplete(json_object *o)
-{
-	if (o)
-		json_object_set_userdata(o, (void *)&incomplete_mark, NULL);
-}
-
-bool reply_incomplete(json_object *o)
-{
-	return !o || json_object_get_userdata(o) == &incomplete_mark;
-}
-
-int reply_set(json_object *o, const char *key, json_object *val)
-{
-	if (val && reply_incomplete(val))
-		mark_incomplete(o);
-	if (!o || !val || json_object_object_add(o, key, val) < 0) {
-		json_object_put(val);
-		mark_incomplete(o);
-		return -ENOMEM;
-	}
-	return 0;
-}
-
-int reply_append(json_object *arr, json_object *val)
-{
-	if (val && reply_incomplete(val))
-		mark_incomplete(arr);
-	if (!arr || !val || json_object_array_add(arr, val) < 0) {
-		json_object_put(val);
-		mark_incomplete(arr);
-		return -ENOMEM;
-	}
-	return 0;
-}
-
 json_object *reply_ok(void)
 {
 	json_object *o = json_object_new_object();
 
-	reply_set(o, "ok", json_object_new_boolean(true));
+	json_set(o, "ok", json_object_new_boolean(true));
 	return o;
 }
 
@@ -62,40 +24,35 @@ json_object *reply_error(const char *kind, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(detail, sizeof(detail), fmt, ap);
 	va_end(ap);
-	reply_set(o, "ok", json_object_new_boolean(false));
-	reply_set(o, "error", json_object_new_string(kind));
-	reply_set(o, "detail", json_object_new_string(detail));
+	json_set(o, "ok", json_object_new_boolean(false));
+	json_set(o, "error", json_object_new_string(kind));
+	json_set(o, "detail", json_object_new_string(detail));
 	return o;
 }
 
+/* The protocol's getters: a field of another type is as good as absent. */
+
 const char *req_string(json_object *req, const char *key)
 {
-	json_object *v;
+	const char *v;
 
-	if (!json_object_object_get_ex(req, key, &v) || !json_object_is_type(v, json_type_string))
-		return NULL;
-	return json_object_get_string(v);
+	return json_in_string(req, key, &v, NULL) == 1 ? v : NULL;
 }
 
 bool req_int(json_object *req, const char *key, int64_t *out)
 {
-	json_object *v;
-
-	if (!json_object_object_get_ex(req, key, &v) || !json_object_is_type(v, json_type_int))
-		return false;
-	*out = json_object_get_int64(v);
-	return true;
+	return json_in_int(req, key, out) == 1;
 }
 
 bool req_bool(json_object *req, const char *key)
 {
-	json_object *v;
+	bool v = false;
 
-	return json_object_object_get_ex(req, key, &v) && json_object_get_boolean(v);
+	return json_in_bool(req, key, &v) == 1 && v;
 }
 
 json_object *reply_retry_after(json_object *e, int64_t seconds)
 {
-	reply_set(e, "retry_after", json_object_new_int64(seconds));
+	json_set(e, "retry_after", json_object_new_int64(seconds));
 	return e;
 }

@@ -5,18 +5,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include <json-c/json.h>
+#include "json.h"
 
-/*
- * Checked sets: reply_set() puts val (taken, also on failure) at o[key], reply_append()
- * at the end of the array arr. When one fails (val or o NULL: out of memory), o is marked
- * incomplete, and so is every object it is set in: conn_reply() answers an incomplete
- * reply with an error instead. -ENOMEM on failure.
- */
-int reply_set(json_object *o, const char *key, json_object *val);
-int reply_append(json_object *arr, json_object *val);
-/* Whether a set on o (or on what it holds) failed, or o is NULL. */
-bool reply_incomplete(json_object *o);
+/* Replies are built with json_set() and json_append() (json.h): conn_reply() answers one
+ * that is json_incomplete() with an error instead. */
 
 /* {"ok": true}, to add fields to. */
 json_object *reply_ok(void);

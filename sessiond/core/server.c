@@ -167,7 +167,7 @@ void conn_reply(Conn *c, struct json_object *reply, int *fds, size_t nfds)
 	const char *txt = incomplete_reply;
 	int r;
 
-	if (!reply_incomplete(reply))
+	if (!json_incomplete(reply))
 		txt = json_object_to_json_string_length(reply, JSON_C_TO_STRING_PLAIN, &len);
 	else
 		log_err("a reply could not be built (out of memory): answered with an error");

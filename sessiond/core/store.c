@@ -10,6 +10,7 @@
 #include <sys/random.h>
 
 #include "cleanup.h"
+#include "log.h"
 #include "schema.h"
 
 struct Store {
@@ -79,6 +80,14 @@ static int migrate(Store *s)
 	r = user_version(s, &v);
 	if (r < 0)
 		return r;
+	/* What a migration this program lacks changed, it cannot know: it must not read or
+	 * write such a store (a downgrade with the newer one's state dir). */
+	if (schema_migrations_count && v > schema_migrations[schema_migrations_count - 1].version) {
+		log_err("the store is at schema version %d, newer than this paddock's %d: it was "
+			"written by a newer paddock; run that one, or move the state dir away",
+			v, schema_migrations[schema_migrations_count - 1].version);
+		return -EPROTO;
+	}
 	for (unsigned i = 0; i < schema_migrations_count; i++) {
 		const SchemaMigration *m = &schema_migrations[i];
 		char pragma[64];

@@ -87,10 +87,10 @@ static json_object *usage_json(Session *s, const Run *run, bool *oom)
 
 	read_counters(s, &u, true);
 	*oom = u.oom_kills > run->usage0.oom_kills;
-	reply_set(o, "cpu_ms",
-		  json_object_new_int64((int64_t)((u.cpu_ns - run->usage0.cpu_ns) / 1000000)));
-	reply_set(o, "max_rss_bytes", json_object_new_int64((int64_t)u.memory_peak));
-	reply_set(o, "oom_killed", json_object_new_boolean(*oom));
+	json_set(o, "cpu_ms",
+		 json_object_new_int64((int64_t)((u.cpu_ns - run->usage0.cpu_ns) / 1000000)));
+	json_set(o, "max_rss_bytes", json_object_new_int64((int64_t)u.memory_peak));
+	json_set(o, "oom_killed", json_object_new_boolean(*oom));
 	return o;
 }
 
@@ -133,16 +133,16 @@ static json_object *exec_reply(Run *run, json_object *usage, bool note_in_stderr
 	if (run->note && note_in_stderr)
 		err = append_line(err, &err_len, run->note);
 	if (run->note)
-		reply_set(o, "note", json_object_new_string(run->note));
-	reply_set(o, "stdout", json_object_new_string_len(out ?: "", (int)out_len));
-	reply_set(o, "stderr", json_object_new_string_len(err ?: "", (int)err_len));
-	reply_set(o, "return_code", json_object_new_int(run->return_code));
-	reply_set(o, "execution_time_ms",
-		  json_object_new_int64((int64_t)(now_ms() - run->start_ms)));
-	reply_set(o, "timed_out", json_object_new_boolean(run->timed_out));
-	reply_set(o, "state_lost", json_object_new_boolean(run->lost_state));
-	reply_set(o, "usage", usage);
-	reply_set(o, "execution_count", json_object_new_int64((int64_t)s->execution_count));
+		json_set(o, "note", json_object_new_string(run->note));
+	json_set(o, "stdout", json_object_new_string_len(out ?: "", (int)out_len));
+	json_set(o, "stderr", json_object_new_string_len(err ?: "", (int)err_len));
+	json_set(o, "return_code", json_object_new_int(run->return_code));
+	json_set(o, "execution_time_ms",
+		 json_object_new_int64((int64_t)(now_ms() - run->start_ms)));
+	json_set(o, "timed_out", json_object_new_boolean(run->timed_out));
+	json_set(o, "state_lost", json_object_new_boolean(run->lost_state));
+	json_set(o, "usage", usage);
+	json_set(o, "execution_count", json_object_new_int64((int64_t)s->execution_count));
 	if (run->cell && run->reply) {
 		static const char *const keys[] = { "result", "error", "display" };
 		json_object *v;
@@ -150,7 +150,7 @@ static json_object *exec_reply(Run *run, json_object *usage, bool note_in_stderr
 		/* The harness's notebook objects pass through; the worker shapes them. */
 		for (size_t i = 0; i < ARRAY_SIZE(keys); i++)
 			if (json_object_object_get_ex(run->reply, keys[i], &v))
-				reply_set(o, keys[i], json_object_get(v));
+				json_set(o, keys[i], json_object_get(v));
 	}
 	free(out);
 	free(err);
@@ -287,13 +287,13 @@ static int encode_request(const Run *run, const Interp *ip, char **buf, size_t *
 		size_t n;
 
 		/* The id comes back in the reply: a reply to an older request is dropped. */
-		reply_set(o, "id", json_object_new_int64((int64_t)id));
-		reply_set(o, "code", json_object_new_string(run->code));
-		reply_set(o, "mode", json_object_new_string(run->cell ? "cell" : "otari"));
+		json_set(o, "id", json_object_new_int64((int64_t)id));
+		json_set(o, "code", json_object_new_string(run->code));
+		json_set(o, "mode", json_object_new_string(run->cell ? "cell" : "otari"));
 		if (run->cwd)
-			reply_set(o, "cwd", json_object_new_string(run->cwd));
+			json_set(o, "cwd", json_object_new_string(run->cwd));
 		if (ip->reap)
-			reply_set(o, "reap", json_object_new_boolean(1));
+			json_set(o, "reap", json_object_new_boolean(1));
 		txt = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN, &n);
 		*buf = malloc(n + 1);
 		if (*buf) {
@@ -508,7 +508,7 @@ void run_abort(Session *s, const char *why)
 	if (run->conn) {
 		json_object *o = exec_reply(run, json_object_new_object(), true);
 
-		reply_set(o, "files", json_object_new_array());
+		json_set(o, "files", json_object_new_array());
 		conn_reply(run->conn, o, NULL, 0);
 	}
 	s->run = NULL;

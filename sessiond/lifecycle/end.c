@@ -79,7 +79,7 @@ void op_destroy(Manager *m, Conn *c, const Request *rq)
 	Session *s = session_find(m, req_string(req, "session_id"), tenant);
 	json_object *o = reply_ok();
 
-	reply_set(o, "existed", json_object_new_boolean(s != NULL));
+	json_set(o, "existed", json_object_new_boolean(s != NULL));
 	if (s)
 		session_destroy(s, "released");
 	conn_reply(c, o, NULL, 0);

@@ -161,15 +161,15 @@ json_object *session_handle(const Session *s)
 {
 	json_object *o = reply_ok();
 
-	reply_set(o, "session_id", json_object_new_string(s->id));
-	reply_set(o, "idle_timeout_seconds", json_object_new_int64(s->idle_timeout));
-	reply_set(o, "max_lifetime_seconds", json_object_new_int64(s->max_lifetime));
-	reply_set(o, "created_at", json_object_new_double(s->created_at));
-	reply_set(o, "last_activity_at", json_object_new_double(s->last_activity_at));
-	reply_set(o, "plane", json_object_new_string(s->plane == PLANE_CODE ? "code" : "otari"));
-	reply_set(o, "kernel", json_object_new_boolean(s->kernel));
-	reply_set(o, "endpoint", json_object_new_boolean(s->endpoint));
-	reply_set(o, "execution_count", json_object_new_int64((int64_t)s->execution_count));
-	reply_set(o, "running", json_object_new_boolean(s->run != NULL));
+	json_set(o, "session_id", json_object_new_string(s->id));
+	json_set(o, "idle_timeout_seconds", json_object_new_int64(s->idle_timeout));
+	json_set(o, "max_lifetime_seconds", json_object_new_int64(s->max_lifetime));
+	json_set(o, "created_at", json_object_new_double(s->created_at));
+	json_set(o, "last_activity_at", json_object_new_double(s->last_activity_at));
+	json_set(o, "plane", json_object_new_string(s->plane == PLANE_CODE ? "code" : "otari"));
+	json_set(o, "kernel", json_object_new_boolean(s->kernel));
+	json_set(o, "endpoint", json_object_new_boolean(s->endpoint));
+	json_set(o, "execution_count", json_object_new_int64((int64_t)s->execution_count));
+	json_set(o, "running", json_object_new_boolean(s->run != NULL));
 	return o;
 }

@@ -83,9 +83,9 @@ void op_get(Manager *m, Conn *c, const Request *rq)
 		return;
 	}
 	o = reply_ok();
-	if (reply_set(o, "path", api_path_json(rel)) < 0 ||
-	    reply_set(o, "size_bytes", json_object_new_int64(st.st_size)) < 0 ||
-	    reply_set(o, "mime_type", json_object_new_string(wsfs_guess_mime(rel))) < 0) {
+	if (json_set(o, "path", api_path_json(rel)) < 0 ||
+	    json_set(o, "size_bytes", json_object_new_int64(st.st_size)) < 0 ||
+	    json_set(o, "mime_type", json_object_new_string(wsfs_guess_mime(rel))) < 0) {
 		json_object_put(o);
 		close(fd);
 		conn_reply(c, fs_error(-ENOMEM, path), NULL, 0);
@@ -182,8 +182,8 @@ void op_put_commit(Manager *m, Conn *c, const Request *rq)
 	}
 	s->last_activity_at = now_real();
 	o = reply_ok();
-	if (reply_set(o, "path", api_path_json(rel)) < 0 ||
-	    reply_set(o, "size_bytes", json_object_new_int64(st.st_size)) < 0) {
+	if (json_set(o, "path", api_path_json(rel)) < 0 ||
+	    json_set(o, "size_bytes", json_object_new_int64(st.st_size)) < 0) {
 		json_object_put(o);
 		conn_reply(c, fs_error(-ENOMEM, path), NULL, 0);
 		return;
@@ -232,12 +232,12 @@ void op_edit(Manager *m, Conn *c, const Request *rq)
 		return;
 	}
 	o = reply_ok();
-	reply_set(o, "stdout", json_object_new_string(res.out ?: ""));
-	reply_set(o, "stderr", json_object_new_string(res.err ?: ""));
-	reply_set(o, "return_code", json_object_new_int(res.return_code));
-	reply_set(o, "execution_time_ms", json_object_new_int64((int64_t)(now_ms() - t0)));
-	reply_set(o, "timed_out", json_object_new_boolean(false));
-	reply_set(o, "usage", json_object_new_object());
+	json_set(o, "stdout", json_object_new_string(res.out ?: ""));
+	json_set(o, "stderr", json_object_new_string(res.err ?: ""));
+	json_set(o, "return_code", json_object_new_int(res.return_code));
+	json_set(o, "execution_time_ms", json_object_new_int64((int64_t)(now_ms() - t0)));
+	json_set(o, "timed_out", json_object_new_boolean(false));
+	json_set(o, "usage", json_object_new_object());
 	s->last_activity_at = now_real();
 	journal_note(s, "editor", now_real(), (int64_t)(now_ms() - t0), res.return_code,
 		     res.return_code == 0 ? "ok" : "error");

@@ -55,9 +55,9 @@ static json_object *produced_json(Session *s, WsfsScan *scan)
 		    store_file_id(s->m->store, s->id, changes[i].path, id, sizeof(id)) < 0)
 			continue;
 		f = json_object_new_object();
-		reply_set(f, "file_id", json_object_new_string(id));
-		reply_set(f, "filename", json_object_new_string(changes[i].path));
-		reply_append(arr, f);
+		json_set(f, "file_id", json_object_new_string(id));
+		json_set(f, "filename", json_object_new_string(changes[i].path));
+		json_append(arr, f);
 	}
 	wsfs_changes_free(s->reported, s->n_reported);
 	s->reported = changes;
@@ -97,9 +97,9 @@ static void scan_done(ScanReply *sr, int r)
 	if (!sr->list_path) {
 		/* Produced files are a courtesy of the reply: a failed walk reports none (and
 		 * leaves its scan to scan_free()). */
-		reply_set(o, "files",
-			  r < 0 ? json_object_new_array() :
-				  produced_json(sr->s, TAKE_PTR(sr->scan)));
+		json_set(o, "files",
+			 r < 0 ? json_object_new_array() :
+				 produced_json(sr->s, TAKE_PTR(sr->scan)));
 	} else if (r < 0) {
 		json_object_put(o);
 		o = r == -ECANCELED ? reply_error("not_found", "the session was destroyed") :
@@ -107,8 +107,8 @@ static void scan_done(ScanReply *sr, int r)
 	} else {
 		bool truncated = false;
 
-		reply_set(o, "files", wsfs_scan_take_list(TAKE_PTR(sr->scan), &truncated));
-		reply_set(o, "truncated", json_object_new_boolean(truncated));
+		json_set(o, "files", wsfs_scan_take_list(TAKE_PTR(sr->scan), &truncated));
+		json_set(o, "truncated", json_object_new_boolean(truncated));
 	}
 	if (sr->conn)
 		conn_reply(sr->conn, o, NULL, 0);
@@ -164,7 +164,7 @@ void reply_with_produced_files(Session *s, Conn *c, json_object *reply,
 		r = wsfs_scan_changes(s->ws_fd, since, max, &sr->scan);
 	if (r < 0 || max == 0) {
 		free(sr);
-		reply_set(reply, "files", json_object_new_array());
+		json_set(reply, "files", json_object_new_array());
 		if (c)
 			conn_reply(c, reply, NULL, 0);
 		else

@@ -545,12 +545,12 @@ static int list_visit(Walk *w, const char *path, const struct stat *st)
 
 	if (!o)
 		return -ENOMEM;
-	if (reply_set(o, "path", json_object_new_string(path)) < 0 ||
-	    reply_set(o, "size_bytes", json_object_new_int64(st->st_size)) < 0 ||
-	    reply_set(o, "modified_at", json_object_new_double(mtime)) < 0 ||
-	    reply_set(o, "mime_type", json_object_new_string(wsfs_guess_mime(path))) < 0)
+	if (json_set(o, "path", json_object_new_string(path)) < 0 ||
+	    json_set(o, "size_bytes", json_object_new_int64(st->st_size)) < 0 ||
+	    json_set(o, "modified_at", json_object_new_double(mtime)) < 0 ||
+	    json_set(o, "mime_type", json_object_new_string(wsfs_guess_mime(path))) < 0)
 		return -ENOMEM;
-	return reply_append(arr, TAKE_PTR(o));
+	return json_append(arr, TAKE_PTR(o));
 }
 
 static int cmp_entry_path(const void *a, const void *b)

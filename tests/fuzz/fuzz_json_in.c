@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "http/json.h"
+#include "json.h"
 #include "utf8.h"
 
 #define DEPTH 32 /* json_max_depth's default */

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "http/json.h"
+#include "json.h"
 
 #include "unit.h"
 

@@ -10,10 +10,10 @@ static void test_a_whole_reply_is_not_incomplete(void)
 {
 	json_object *o = reply_ok(), *arr = json_object_new_array();
 
-	CHECK(reply_set(o, "n", json_object_new_int(1)) == 0);
-	CHECK(reply_append(arr, json_object_new_string("x")) == 0);
-	CHECK(reply_set(o, "list", arr) == 0);
-	CHECK(!reply_incomplete(o));
+	CHECK(json_set(o, "n", json_object_new_int(1)) == 0);
+	CHECK(json_append(arr, json_object_new_string("x")) == 0);
+	CHECK(json_set(o, "list", arr) == 0);
+	CHECK(!json_incomplete(o));
 	CHECK(json_object_get_int(json_object_object_get(o, "n")) == 1);
 	json_object_put(o);
 }
@@ -22,8 +22,8 @@ static void test_a_value_that_could_not_be_made_marks_the_reply(void)
 {
 	json_object *o = reply_ok();
 
-	CHECK(reply_set(o, "stdout", NULL) == -ENOMEM);
-	CHECK(reply_incomplete(o));
+	CHECK(json_set(o, "stdout", NULL) == -ENOMEM);
+	CHECK(json_incomplete(o));
 	CHECK(!json_object_object_get_ex(o, "stdout", NULL));
 	json_object_put(o);
 }
@@ -33,17 +33,17 @@ static void test_a_failure_inside_marks_every_object_it_is_set_in(void)
 	json_object *o = reply_ok(), *usage = json_object_new_object();
 	json_object *arr = json_object_new_array(), *entry = json_object_new_object();
 
-	CHECK(reply_set(usage, "cpu_ms", NULL) == -ENOMEM);
-	CHECK(reply_set(o, "usage", usage) == 0);
-	CHECK(reply_incomplete(o));
+	CHECK(json_set(usage, "cpu_ms", NULL) == -ENOMEM);
+	CHECK(json_set(o, "usage", usage) == 0);
+	CHECK(json_incomplete(o));
 	json_object_put(o);
 
 	o = reply_ok();
-	CHECK(reply_append(arr, NULL) == -ENOMEM);
-	CHECK(reply_incomplete(arr));
-	CHECK(reply_set(entry, "files", arr) == 0);
-	CHECK(reply_set(o, "entry", entry) == 0);
-	CHECK(reply_incomplete(o));
+	CHECK(json_append(arr, NULL) == -ENOMEM);
+	CHECK(json_incomplete(arr));
+	CHECK(json_set(entry, "files", arr) == 0);
+	CHECK(json_set(o, "entry", entry) == 0);
+	CHECK(json_incomplete(o));
 	json_object_put(o);
 }
 
@@ -51,10 +51,10 @@ static void test_no_reply_at_all_is_incomplete(void)
 {
 	json_object *v = json_object_new_int(3);
 
-	CHECK(reply_incomplete(NULL));
+	CHECK(json_incomplete(NULL));
 	/* The value is taken even so: nothing leaks (the ASan build checks). */
-	CHECK(reply_set(NULL, "k", v) == -ENOMEM);
-	CHECK(reply_append(NULL, json_object_new_int(4)) == -ENOMEM);
+	CHECK(json_set(NULL, "k", v) == -ENOMEM);
+	CHECK(json_append(NULL, json_object_new_int(4)) == -ENOMEM);
 }
 
 static void test_request_getters_read_only_their_type(void)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* JSON in and out: requests parsed under size and depth limits with UTF-8 checks and typed
- * field getters; replies built with ownership-taking setters and rendered. */
+/* JSON in and out, for every program: values parsed under size and depth limits with UTF-8
+ * checks and typed field getters; objects built with checked, ownership-taking setters. */
 #pragma once
 
 #include <stdbool.h>
@@ -42,12 +42,23 @@ int json_in_parse(const char *buf, size_t len, int max_depth, json_object **ret,
 int json_in_string(json_object *obj, const char *key, const char **ret, size_t *len);
 /* Integers, and numbers with no fractional part; -ERANGE outside int64. */
 int json_in_int(json_object *obj, const char *key, int64_t *ret);
+int json_in_bool(json_object *obj, const char *key, bool *ret);
+/* Any number, integer or not. */
+int json_in_number(json_object *obj, const char *key, double *ret);
 int json_in_object(json_object *obj, const char *key, json_object **ret);
 
 /* ---- out (json_out.c) ---- */
 
-/* Set obj[key] = val, taking val (also on failure). -ENOMEM when val is NULL or on failure. */
+/*
+ * Checked sets: json_set() puts val at obj[key], json_append() at the end of the array
+ * arr, taking val (also on failure). When one fails (val or obj NULL: out of memory),
+ * -ENOMEM, and obj is marked incomplete, as is every object it is set in afterwards: a
+ * caller that does not check each set checks the whole once (json_incomplete).
+ */
 int json_set(json_object *obj, const char *key, json_object *val);
+int json_append(json_object *arr, json_object *val);
+/* Whether a set on o (or on what it holds) failed, or o is NULL. */
+bool json_incomplete(json_object *o);
 
 /* Copy obj[key] from src into dst when present (a new reference); 0 when absent. */
 int json_copy_field(json_object *dst, json_object *src, const char *key);

@@ -181,6 +181,30 @@ int json_in_int(json_object *obj, const char *key, int64_t *ret)
 	return 1;
 }
 
+int json_in_bool(json_object *obj, const char *key, bool *ret)
+{
+	json_object *v;
+
+	if (!field(obj, key, &v))
+		return 0;
+	if (!json_object_is_type(v, json_type_boolean))
+		return -EINVAL;
+	*ret = json_object_get_boolean(v);
+	return 1;
+}
+
+int json_in_number(json_object *obj, const char *key, double *ret)
+{
+	json_object *v;
+
+	if (!field(obj, key, &v))
+		return 0;
+	if (!json_object_is_type(v, json_type_double) && !json_object_is_type(v, json_type_int))
+		return -EINVAL;
+	*ret = json_object_get_double(v);
+	return 1;
+}
+
 int json_in_object(json_object *obj, const char *key, json_object **ret)
 {
 	json_object *v;

@@ -4,12 +4,39 @@
 
 #include <errno.h>
 
+/* What marks an object a set failed on: its userdata points here. */
+static const char incomplete_mark;
+
+static void mark_incomplete(json_object *o)
+{
+	if (o)
+		json_object_set_userdata(o, (void *)&incomplete_mark, NULL);
+}
+
+bool json_incomplete(json_object *o)
+{
+	return !o || json_object_get_userdata(o) == &incomplete_mark;
+}
+
 int json_set(json_object *obj, const char *key, json_object *val)
 {
-	if (!val)
-		return -ENOMEM;
-	if (json_object_object_add(obj, key, val) < 0) {
+	if (val && json_incomplete(val))
+		mark_incomplete(obj);
+	if (!obj || !val || json_object_object_add(obj, key, val) < 0) {
 		json_object_put(val);
+		mark_incomplete(obj);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+int json_append(json_object *arr, json_object *val)
+{
+	if (val && json_incomplete(val))
+		mark_incomplete(arr);
+	if (!arr || !val || json_object_array_add(arr, val) < 0) {
+		json_object_put(val);
+		mark_incomplete(arr);
 		return -ENOMEM;
 	}
 	return 0;
