@@ -35,11 +35,6 @@
 /* Attempts at a fresh random name for the temporary link of a commit. */
 #define WS_TMPNAME_TRIES 16
 
-static void json_putp(struct json_object **o)
-{
-	json_object_put(*o);
-}
-
 int wsfs_openat2(int dfd, const char *path, uint64_t flags, uint64_t mode)
 {
 	struct open_how how = {
