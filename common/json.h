@@ -57,6 +57,10 @@ int json_in_object(json_object *obj, const char *key, json_object **ret);
  */
 int json_set(json_object *obj, const char *key, json_object *val);
 int json_append(json_object *arr, json_object *val);
+/* obj[key] = null: json-c's null is a NULL value, which json_set() takes for a failure. */
+int json_set_null(json_object *obj, const char *key);
+/* obj[key] = s as a string, or null when s is NULL. */
+int json_set_string_or_null(json_object *obj, const char *key, const char *s);
 /* Whether a set on o (or on what it holds) failed, or o is NULL. */
 bool json_incomplete(json_object *o);
 

@@ -30,6 +30,20 @@ int json_set(json_object *obj, const char *key, json_object *val)
 	return 0;
 }
 
+int json_set_null(json_object *obj, const char *key)
+{
+	if (!obj || json_object_object_add(obj, key, NULL) < 0) {
+		mark_incomplete(obj);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+int json_set_string_or_null(json_object *obj, const char *key, const char *s)
+{
+	return s ? json_set(obj, key, json_object_new_string(s)) : json_set_null(obj, key);
+}
+
 int json_append(json_object *arr, json_object *val)
 {
 	if (val && json_incomplete(val))
@@ -49,7 +63,7 @@ int json_copy_field(json_object *dst, json_object *src, const char *key)
 	if (!json_object_object_get_ex(src, key, &v))
 		return 0;
 	if (!v) /* a null stays null */
-		return json_object_object_add(dst, key, NULL) < 0 ? -ENOMEM : 0;
+		return json_set_null(dst, key);
 	return json_set(dst, key, json_object_get(v));
 }
 

@@ -78,6 +78,10 @@ static int ctl_call(const Ctl *c, json_object *req, bool quiet, json_object **re
 	int r;
 
 	*ret = NULL;
+	if (json_incomplete(req)) {
+		fprintf(stderr, "paddockctl: out of memory\n");
+		return -ENOMEM;
+	}
 	fd = proto_connect(c->sock, REPLY_TIMEOUT_S);
 	if (fd < 0) {
 		if (!quiet)
@@ -127,10 +131,10 @@ static json_object *request(const char *op, const char *id)
 
 	if (!o)
 		return NULL;
-	json_object_object_add(o, "op", json_object_new_string(op));
-	json_object_object_add(o, "request_id", json_object_new_string("paddockctl"));
+	json_set(o, "op", json_object_new_string(op));
+	json_set(o, "request_id", json_object_new_string("paddockctl"));
 	if (id)
-		json_object_object_add(o, "session_id", json_object_new_string(id));
+		json_set(o, "session_id", json_object_new_string(id));
 	return o;
 }
 
@@ -328,7 +332,7 @@ static int cmd_drain(const Ctl *c, bool on, bool wait, double timeout)
 
 	if (!req)
 		return -ENOMEM;
-	json_object_object_add(req, "on", json_object_new_boolean(on));
+	json_set(req, "on", json_object_new_boolean(on));
 	if (ctl_call(c, req, false, &rep) < 0)
 		return -EIO;
 	if (c->json)
@@ -421,11 +425,10 @@ static void report(Doctor *d, enum check_status st, const char *name, const char
 	if (st == CHECK_FAIL)
 		d->failed++;
 	if (o) {
-		json_object_object_add(o, "name", json_object_new_string(name));
-		json_object_object_add(o, "status", json_object_new_string(words[st]));
-		json_object_object_add(o, "detail", json_object_new_string(detail));
-		json_object_object_add(o, "fix",
-				       st != CHECK_OK && fix ? json_object_new_string(fix) : NULL);
+		json_set(o, "name", json_object_new_string(name));
+		json_set(o, "status", json_object_new_string(words[st]));
+		json_set(o, "detail", json_object_new_string(detail));
+		json_set(o, "fix", st != CHECK_OK && fix ? json_object_new_string(fix) : NULL);
 		json_object_array_add(d->checks, o);
 	}
 	if (d->ctl->json)
@@ -964,8 +967,8 @@ static int cmd_doctor(const Ctl *c, const char *nginx_conf)
 	check_nginx(&d, nginx_conf);
 	if (c->json) {
 		o = json_object_new_object();
-		json_object_object_add(o, "ok", json_object_new_boolean(d.failed == 0));
-		json_object_object_add(o, "checks", d.checks);
+		json_set(o, "ok", json_object_new_boolean(d.failed == 0));
+		json_set(o, "checks", d.checks);
 		printf("%s\n", json_object_to_json_string_ext(
 				       o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
 						  JSON_C_TO_STRING_NOSLASHESCAPE));

@@ -21,7 +21,7 @@ static void code_reply_extra(ReqCtx *rq, int status, bool success, const char *m
 
 	if (!o || json_set(o, "success", json_object_new_boolean(success)) < 0 ||
 	    json_set(o, "message", json_object_new_string(message)) < 0 ||
-	    json_object_object_add(o, "data", data) < 0) {
+	    (data ? json_set(o, "data", data) : json_set_null(o, "data")) < 0) {
 		if (!o)
 			json_object_put(data);
 		http_error(&rq->http, 500, NULL, "out of memory");
@@ -72,7 +72,7 @@ void code_invalid(ReqCtx *rq, const char *field, const char *type, const char *f
 	}
 	if (json_set(o, "success", json_object_new_boolean(false)) < 0 ||
 	    json_set(o, "message", json_object_new_string(msg)) < 0 ||
-	    json_object_object_add(o, "data", NULL) < 0 || json_set(o, "errors", errors) < 0) {
+	    json_set_null(o, "data") < 0 || json_set(o, "errors", errors) < 0) {
 		http_error(&rq->http, 500, NULL, "out of memory");
 		return;
 	}

@@ -18,7 +18,7 @@ static json_object *availability(bool ok, const char *version)
 	json_object *o = json_object_new_object();
 
 	if (!o || json_set(o, "available", json_object_new_boolean(ok)) < 0 ||
-	    json_object_object_add(o, "version", ok ? json_object_new_string(version) : NULL) < 0) {
+	    json_set_string_or_null(o, "version", ok ? version : NULL) < 0) {
 		json_object_put(o);
 		return NULL;
 	}
@@ -51,8 +51,7 @@ static json_object *language_entry(const PaddockConfig *cfg, const char *lang, c
 	}
 	if (json_set(o, "language", json_object_new_string(lang)) < 0 ||
 	    json_set(o, "description", json_object_new_string(desc)) < 0 ||
-	    json_object_object_add(o, "runtime_version",
-				   ok ? json_object_new_string(version) : NULL) < 0 ||
+	    json_set_string_or_null(o, "runtime_version", ok ? version : NULL) < 0 ||
 	    json_set(o, "default_timeout",
 		     json_object_new_int64(def < MODEL_TIMEOUT_MAX ? def : MODEL_TIMEOUT_MAX)) <
 		    0 ||
@@ -64,7 +63,7 @@ static json_object *language_entry(const PaddockConfig *cfg, const char *lang, c
 	    json_set(d, "tier", json_object_new_string(tier)) < 0 ||
 	    json_set(d, "default_timeout_seconds", json_object_new_int64(def)) < 0 ||
 	    json_set(d, "max_timeout_seconds", json_object_new_int64(max)) < 0 ||
-	    json_object_object_add(d, "missing", ok ? NULL : json_object_new_string(missing)) < 0) {
+	    json_set_string_or_null(d, "missing", ok ? NULL : missing) < 0) {
 		json_object_put(o);
 		return NULL;
 	}
@@ -176,12 +175,9 @@ static json_object *code_interpreter(const PaddockConfig *cfg, const CodeRuntime
 									       "absent")) < 0 ||
 	    json_set(o, "backend", json_object_new_string(code_tier_name(rt->tier))) < 0 ||
 	    json_set(o, "kinds", string_list(kinds, ARRAY_SIZE(kinds))) < 0 ||
-	    json_object_object_add(o, "default_python",
-				   rt->python_ok ? json_object_new_string(cfg->python_bin) : NULL) <
+	    json_set_string_or_null(o, "default_python", rt->python_ok ? cfg->python_bin : NULL) <
 		    0 ||
-	    json_object_object_add(o, "default_node",
-				   rt->node_ok ? json_object_new_string(cfg->node_bin) : NULL) <
-		    0 ||
+	    json_set_string_or_null(o, "default_node", rt->node_ok ? cfg->node_bin : NULL) < 0 ||
 	    json_set(o, "missing", missing_list(rt)) < 0 ||
 	    json_set(o, "warnings", string_list(warnings, ARRAY_SIZE(warnings))) < 0) {
 		json_object_put(o);
@@ -213,7 +209,7 @@ void code_capabilities(ReqCtx *rq)
 	json_object *d = json_object_new_object(), *sb = sandbox_facts(rq);
 
 	if (!d || json_set(d, "code_interpreter", code_interpreter(cfg, rt)) < 0 ||
-	    json_object_object_add(d, "sandbox", sb) < 0) {
+	    (sb ? json_set(d, "sandbox", sb) : json_set_null(d, "sandbox")) < 0) {
 		json_object_put(d);
 		code_fail(rq, 500, "out of memory");
 		return;

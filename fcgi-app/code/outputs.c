@@ -378,13 +378,10 @@ static json_object *all_keys_output(json_object *src)
 	if (!o)
 		return NULL;
 	for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
-		json_object *v;
-		int r;
-
-		if (json_object_object_get_ex(src, keys[i], &v))
-			r = json_set(o, keys[i], json_object_get(v));
-		else
-			r = json_object_object_add(o, keys[i], NULL);
+		/* A value copied (a null stays null), or null when absent. */
+		int r = json_object_object_get_ex(src, keys[i], NULL) ?
+				json_copy_field(o, src, keys[i]) :
+				json_set_null(o, keys[i]);
 		if (r < 0) {
 			json_object_put(o);
 			return NULL;

@@ -337,13 +337,13 @@ static json_object *render_exec(const struct tool *tool, const char *tool_use_id
 	if (json_in_int(rep, "return_code", &n) > 0) {
 		if (json_set(content, "return_code", json_object_new_int64(n)) < 0)
 			return NULL;
-	} else if (json_object_object_add(content, "return_code", NULL) < 0) {
+	} else if (json_set_null(content, "return_code") < 0) {
 		return NULL;
 	}
 	if (json_in_int(rep, "execution_time_ms", &n) > 0 && n >= 0) {
 		if (json_set(out, "execution_time_ms", json_object_new_int64(n)) < 0)
 			return NULL;
-	} else if (json_object_object_add(out, "execution_time_ms", NULL) < 0) {
+	} else if (json_set_null(out, "execution_time_ms") < 0) {
 		return NULL;
 	}
 	/* Resource usage is an additive field; an empty object when sessiond sent none. */

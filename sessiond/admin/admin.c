@@ -161,7 +161,7 @@ static json_object *admin_session(Session *s)
 
 	json_object_object_del(h, "ok");
 	sandbox_usage(s->m->env, s->rid, &u);
-	json_set(h, "tenant", s->tenant ? json_object_new_string(s->tenant) : NULL);
+	json_set_string_or_null(h, "tenant", s->tenant);
 	json_set(h, "uid", json_object_new_int64(s->uid));
 	json_set(h, "init_pid", json_object_new_int64(s->sb.pid));
 	json_set(h, "memory_bytes", json_object_new_int64((int64_t)u.memory_current));

@@ -145,12 +145,11 @@ static json_object *exec_reply(Run *run, json_object *usage, bool note_in_stderr
 	json_set(o, "execution_count", json_object_new_int64((int64_t)s->execution_count));
 	if (run->cell && run->reply) {
 		static const char *const keys[] = { "result", "error", "display" };
-		json_object *v;
 
-		/* The harness's notebook objects pass through; the worker shapes them. */
+		/* The harness's notebook objects pass through (a null stays null); the worker
+		 * shapes them. */
 		for (size_t i = 0; i < ARRAY_SIZE(keys); i++)
-			if (json_object_object_get_ex(run->reply, keys[i], &v))
-				json_set(o, keys[i], json_object_get(v));
+			json_copy_field(o, run->reply, keys[i]);
 	}
 	free(out);
 	free(err);

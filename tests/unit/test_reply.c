@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* sessiond's checked reply setters: a failed set marks the reply, and what holds it. */
+/* The checked setters sessiond builds its replies with: a failed set marks the reply, and
+ * what holds it; a null on purpose does not. And the protocol's request getters. */
 #include <errno.h>
 #include <string.h>
 
@@ -10,11 +11,11 @@ static void test_a_whole_reply_is_not_incomplete(void)
 {
 	json_object *o = reply_ok(), *arr = json_object_new_array();
 
-	CHECK(json_set(o, "n", json_object_new_int(1)) == 0);
-	CHECK(json_append(arr, json_object_new_string("x")) == 0);
-	CHECK(json_set(o, "list", arr) == 0);
+	CHECK_EQ_INT(json_set(o, "n", json_object_new_int(1)), 0);
+	CHECK_EQ_INT(json_append(arr, json_object_new_string("x")), 0);
+	CHECK_EQ_INT(json_set(o, "list", arr), 0);
 	CHECK(!json_incomplete(o));
-	CHECK(json_object_get_int(json_object_object_get(o, "n")) == 1);
+	CHECK_EQ_INT(json_object_get_int(json_object_object_get(o, "n")), 1);
 	json_object_put(o);
 }
 
@@ -22,7 +23,7 @@ static void test_a_value_that_could_not_be_made_marks_the_reply(void)
 {
 	json_object *o = reply_ok();
 
-	CHECK(json_set(o, "stdout", NULL) == -ENOMEM);
+	CHECK_EQ_INT(json_set(o, "stdout", NULL), -ENOMEM);
 	CHECK(json_incomplete(o));
 	CHECK(!json_object_object_get_ex(o, "stdout", NULL));
 	json_object_put(o);
@@ -33,17 +34,34 @@ static void test_a_failure_inside_marks_every_object_it_is_set_in(void)
 	json_object *o = reply_ok(), *usage = json_object_new_object();
 	json_object *arr = json_object_new_array(), *entry = json_object_new_object();
 
-	CHECK(json_set(usage, "cpu_ms", NULL) == -ENOMEM);
-	CHECK(json_set(o, "usage", usage) == 0);
+	CHECK_EQ_INT(json_set(usage, "cpu_ms", NULL), -ENOMEM);
+	CHECK_EQ_INT(json_set(o, "usage", usage), 0);
 	CHECK(json_incomplete(o));
 	json_object_put(o);
 
 	o = reply_ok();
-	CHECK(json_append(arr, NULL) == -ENOMEM);
+	CHECK_EQ_INT(json_append(arr, NULL), -ENOMEM);
 	CHECK(json_incomplete(arr));
-	CHECK(json_set(entry, "files", arr) == 0);
-	CHECK(json_set(o, "entry", entry) == 0);
+	CHECK_EQ_INT(json_set(entry, "files", arr), 0);
+	CHECK_EQ_INT(json_set(o, "entry", entry), 0);
 	CHECK(json_incomplete(o));
+	json_object_put(o);
+}
+
+static void test_a_null_on_purpose_is_not_a_failure(void)
+{
+	json_object *o = reply_ok(), *src = json_tokener_parse("{\"result\": null}");
+
+	CHECK_EQ_INT(json_set_null(o, "tenant"), 0);
+	CHECK_EQ_INT(json_set_string_or_null(o, "image", NULL), 0);
+	CHECK_EQ_INT(json_set_string_or_null(o, "name", "x"), 0);
+	CHECK_EQ_INT(json_copy_field(o, src, "result"), 0);
+	CHECK(!json_incomplete(o));
+	CHECK(json_object_object_get_ex(o, "tenant", NULL));
+	CHECK(json_object_object_get_ex(o, "result", NULL));
+	CHECK(json_object_object_get(o, "result") == NULL);
+	CHECK_EQ_STR(json_object_get_string(json_object_object_get(o, "name")), "x");
+	json_object_put(src);
 	json_object_put(o);
 }
 
@@ -53,8 +71,8 @@ static void test_no_reply_at_all_is_incomplete(void)
 
 	CHECK(json_incomplete(NULL));
 	/* The value is taken even so: nothing leaks (the ASan build checks). */
-	CHECK(json_set(NULL, "k", v) == -ENOMEM);
-	CHECK(json_append(NULL, json_object_new_int(4)) == -ENOMEM);
+	CHECK_EQ_INT(json_set(NULL, "k", v), -ENOMEM);
+	CHECK_EQ_INT(json_append(NULL, json_object_new_int(4)), -ENOMEM);
 }
 
 static void test_request_getters_read_only_their_type(void)
@@ -62,9 +80,10 @@ static void test_request_getters_read_only_their_type(void)
 	json_object *req = json_tokener_parse("{\"s\":\"x\",\"i\":5,\"b\":true,\"si\":\"5\"}");
 	int64_t v = 0;
 
-	CHECK(req_string(req, "s") && strcmp(req_string(req, "s"), "x") == 0);
+	CHECK_EQ_STR(req_string(req, "s"), "x");
 	CHECK(req_string(req, "i") == NULL);
-	CHECK(req_int(req, "i", &v) && v == 5);
+	CHECK(req_int(req, "i", &v));
+	CHECK_EQ_INT(v, 5);
 	CHECK(!req_int(req, "si", &v));
 	CHECK(req_bool(req, "b"));
 	CHECK(!req_bool(req, "missing"));
@@ -76,6 +95,7 @@ int main(void)
 	test_a_whole_reply_is_not_incomplete();
 	test_a_value_that_could_not_be_made_marks_the_reply();
 	test_a_failure_inside_marks_every_object_it_is_set_in();
+	test_a_null_on_purpose_is_not_a_failure();
 	test_no_reply_at_all_is_incomplete();
 	test_request_getters_read_only_their_type();
 	return unit_summary();
