@@ -428,8 +428,8 @@ static void report(Doctor *d, enum check_status st, const char *name, const char
 		json_set(o, "name", json_object_new_string(name));
 		json_set(o, "status", json_object_new_string(words[st]));
 		json_set(o, "detail", json_object_new_string(detail));
-		json_set(o, "fix", st != CHECK_OK && fix ? json_object_new_string(fix) : NULL);
-		json_object_array_add(d->checks, o);
+		json_set_string_or_null(o, "fix", st != CHECK_OK ? fix : NULL);
+		json_append(d->checks, o);
 	}
 	if (d->ctl->json)
 		return;

@@ -1,12 +1,16 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: MIT
-"""Circles of calls between paddock's C files.
+"""Circles of calls between paddock's C files, and calls against the rooms' layering.
 
 File A depends on file B when A's object refers to a global symbol B's object defines (a
 call, a callback taken by address, a shared variable): the linker's view, so nothing the
 preprocessor or a macro hides is missed. The dependencies of every object of the build
 form one graph; a strongly connected component of more than one file is a circle, printed
 with the symbols that close it. Exit status 1 when there is one.
+
+The rooms of each program are layered too (docs/architecture.md): ROOMS lists them from the
+top down, and a file that calls into a room above its own, or into a sibling room on the
+same level, is a breach of the layering, printed and failed like a circle.
 
 usage: call-cycles.py BUILD_DIR [--only DIR]...   (--only sessiond: files under sessiond/)
 """
@@ -16,6 +20,53 @@ import collections
 import os
 import subprocess
 import sys
+
+
+# Each program's rooms from the top down; rooms in one tuple share a level and must not
+# call each other. A file belongs to the longest prefix that names it; common/ is below all.
+ROOMS = [
+    ("sessiond/",),  # main, manager, dispatch
+    ("sessiond/admin/",),
+    ("sessiond/lifecycle/",),
+    ("sessiond/exec/",),
+    ("sessiond/workspace/",),
+    ("sessiond/session/",),
+    ("sessiond/core/",),
+    ("sessiond/sandbox/",),
+    ("sessiond/init/",),  # paddock-init, a program of its own
+    ("fcgi-app/",),  # main, server
+    ("fcgi-app/otari/", "fcgi-app/code/"),
+    ("fcgi-app/http/",),
+    ("ctl/",),
+    ("common/",),
+]
+
+
+def room_of(path):
+    """(level, room) of a file: the entry of ROOMS with the longest prefix naming it."""
+    best = None
+    for level, rooms in enumerate(ROOMS):
+        for r in rooms:
+            if path.startswith(r) and (best is None or len(r) > len(best[1])):
+                best = (level, r)
+    return best
+
+
+def breaches(g):
+    """[(file, dependency, symbols)] that call a room above their own, or a sibling room."""
+    out = []
+    for src, deps in sorted(g.items()):
+        a = room_of(src)
+        for dst, syms in sorted(deps.items()):
+            b = room_of(dst)
+            if not a or not b or a[1] == b[1]:
+                continue
+            if b[1] == "common/":
+                continue  # every room may use what the programs share
+            same_program = a[1].split("/")[0] == b[1].split("/")[0]
+            if not same_program or b[0] <= a[0]:
+                out.append((src, dst, syms))
+    return out
 
 
 def objects(build):
@@ -120,9 +171,12 @@ def main():
             for dst, syms in sorted(g[f].items()):
                 if dst in members:
                     print(f"  {f} -> {dst}: {', '.join(syms[:4])}{' ...' if len(syms) > 4 else ''}")
+    up = [b for b in breaches(g) if not a.only or b[0].startswith(tuple(a.only))]
+    for src, dst, syms in up:
+        print(f"calls up: {src} -> {dst}: {', '.join(syms[:4])}{' ...' if len(syms) > 4 else ''}")
     print(f"{len(objs)} files, {sum(len(v) for v in g.values())} dependencies, "
-          f"{len(circles)} circles")
-    sys.exit(1 if circles else 0)
+          f"{len(circles)} circles, {len(up)} calls up")
+    sys.exit(1 if circles or up else 0)
 
 
 if __name__ == "__main__":

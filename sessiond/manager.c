@@ -20,11 +20,7 @@
 #include "session/session.h"
 #include "session/tenant.h"
 
-#define ZOMBIE_RETRY_MS 20
-#define ZOMBIE_MAX_TRIES 500
 #define EXEC_LOG_KEEP 100000
-
-/* ---- reclaim ---- */
 
 static void on_reclaim(Loop *l, void *data)
 {
@@ -80,9 +76,7 @@ static void adopt_or_clean(Manager *m)
 				/* A warm sandbox of the dead daemon, or a crash's remains: its
 				 * processes go first, so the cgroup can be removed. */
 				sandbox_cgroup_kill(m->env, ids[i], NULL, 0);
-				sandbox_cgroup_remove_wait(m->env, ids[i], ZOMBIE_MAX_TRIES,
-							   ZOMBIE_RETRY_MS);
-				workspace_destroy(m->env, ids[i]);
+				zombie_remains_remove(m, ids[i]);
 				log_info("SESSION_ID=%s orphaned sandbox remains removed", ids[i]);
 			}
 			free(ids[i]);

@@ -18,7 +18,6 @@
 extern const RouteTable code_routes;
 
 /* The account every session runs as; the only value `user` may name. */
-#define CODE_SANDBOX_USER "sandbox"
 
 /* ---- what the runtime offers (probe.c) ---- */
 

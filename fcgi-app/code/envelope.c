@@ -2,6 +2,7 @@
 /* The code plane's envelope, its answers to the daemon's refusals, and the request pieces every
  * handler shares (body, session_id, cwd). */
 #include "code.h"
+#include "sandbox_layout.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -19,11 +20,14 @@ static void code_reply_extra(ReqCtx *rq, int status, bool success, const char *m
 {
 	_cleanup_json_ json_object *o = json_object_new_object();
 
+	/* data is taken whatever happens: by the set, or freed here. */
 	if (!o || json_set(o, "success", json_object_new_boolean(success)) < 0 ||
-	    json_set(o, "message", json_object_new_string(message)) < 0 ||
-	    (data ? json_set(o, "data", data) : json_set_null(o, "data")) < 0) {
-		if (!o)
-			json_object_put(data);
+	    json_set(o, "message", json_object_new_string(message)) < 0) {
+		json_object_put(data);
+		http_error(&rq->http, 500, NULL, "out of memory");
+		return;
+	}
+	if ((data ? json_set(o, "data", data) : json_set_null(o, "data")) < 0) {
 		http_error(&rq->http, 500, NULL, "out of memory");
 		return;
 	}
@@ -203,7 +207,7 @@ int code_check_cwd(ReqCtx *rq, const char *session_id, const char *cwd)
 
 		if (bad_path)
 			code_invalid(rq, "cwd", "value_error",
-				     "cwd must name a directory under /workspace: %.*s",
+				     "cwd must name a directory under " SANDBOX_WORKSPACE ": %.*s",
 				     (int)utf8_prefix_len(cwd, 200), cwd);
 		else
 			code_sd_fail(rq, r, &rep);

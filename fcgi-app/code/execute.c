@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Execute on the v1, v2, nodejs and jupyter routes: the request, its session, the run, the reply. */
 #include "code.h"
+#include "sandbox_layout.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -189,7 +190,7 @@ static int parse_exec(ReqCtx *rq, json_object *body, struct exec_req *x)
 		return -1;
 	if (x->cwd && (!*x->cwd || strlen(x->cwd) > 4000)) {
 		code_invalid(rq, "cwd", "value_error",
-			     "cwd must name a directory under /workspace");
+			     "cwd must name a directory under " SANDBOX_WORKSPACE);
 		return -1;
 	}
 	if (x->user && !*x->user)
@@ -340,7 +341,7 @@ static void destroy_session(ReqCtx *rq, const char *id)
 static int acquire_session(ReqCtx *rq, const struct exec_req *x, bool kernel, struct target *t,
 			   bool *refuse)
 {
-	bool foreign_user = x->user && strcmp(x->user, CODE_SANDBOX_USER) != 0;
+	bool foreign_user = x->user && strcmp(x->user, SANDBOX_USER) != 0;
 	int r;
 
 	*t = (struct target){ 0 };
@@ -352,7 +353,7 @@ static int acquire_session(ReqCtx *rq, const struct exec_req *x, bool kernel, st
 		if (r > 0 && foreign_user) {
 			code_fail(rq, 400,
 				  "The user of session '%s' cannot change: it runs as '%s'",
-				  x->session_id, CODE_SANDBOX_USER);
+				  x->session_id, SANDBOX_USER);
 			return -1;
 		}
 		if (foreign_user) {
@@ -493,7 +494,7 @@ static void refuse_user(ReqCtx *rq, const struct exec_req *x)
 	snprintf(why, sizeof(why),
 		 "cannot run as user '%.*s': every session runs as its own unprivileged '%s' "
 		 "account, and no other",
-		 (int)utf8_prefix_len(x->user, 64), x->user, CODE_SANDBOX_USER);
+		 (int)utf8_prefix_len(x->user, 64), x->user, SANDBOX_USER);
 	if (cell_outcome_process_error(why, &o) < 0) {
 		code_fail(rq, 500, "out of memory");
 		return;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Code-plane sessions: /v2/code/sessions and the 1.x /v1/jupyter/sessions routes. */
 #include "code.h"
+#include "sandbox_layout.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -100,11 +101,11 @@ static int parse_create(ReqCtx *rq, json_object *body, bool jupyter, struct crea
 			     "cwd, user and language must be strings or null");
 		return -1;
 	}
-	if (user && *user && strcmp(user, CODE_SANDBOX_USER) != 0) {
+	if (user && *user && strcmp(user, SANDBOX_USER) != 0) {
 		code_fail(rq, 400,
 			  "cannot create a session as user '%.*s': every session runs as "
 			  "its own unprivileged '%s' account",
-			  (int)utf8_prefix_len(user, 64), user, CODE_SANDBOX_USER);
+			  (int)utf8_prefix_len(user, 64), user, SANDBOX_USER);
 		return -1;
 	}
 	if (jupyter && !rt->kernel_ok && !rt->endpoint_ok) {

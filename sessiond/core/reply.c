@@ -39,16 +39,23 @@ const char *req_string(json_object *req, const char *key)
 	return json_in_string(req, key, &v, NULL) == 1 ? v : NULL;
 }
 
+/* Integers only (json-c saturates one past int64, which a range check then refuses). */
 bool req_int(json_object *req, const char *key, int64_t *out)
 {
-	return json_in_int(req, key, out) == 1;
+	json_object *v;
+
+	if (!json_object_object_get_ex(req, key, &v) || !json_object_is_type(v, json_type_int))
+		return false;
+	*out = json_object_get_int64(v);
+	return true;
 }
 
+/* json-c's truth of the value: true, a non-zero number, a non-empty string. */
 bool req_bool(json_object *req, const char *key)
 {
-	bool v = false;
+	json_object *v;
 
-	return json_in_bool(req, key, &v) == 1 && v;
+	return json_object_object_get_ex(req, key, &v) && json_object_get_boolean(v);
 }
 
 json_object *reply_retry_after(json_object *e, int64_t seconds)

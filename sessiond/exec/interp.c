@@ -33,8 +33,6 @@ const char *interp_kind_name(enum interp_kind k)
 	return k < INTERP_KIND_COUNT ? names[k] : "?";
 }
 
-/* ---- interpreters ---- */
-
 void interp_close(Interp *ip)
 {
 	Loop *l = ip->s->m->loop;

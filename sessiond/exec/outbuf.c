@@ -6,8 +6,6 @@
 #include "run.h"
 #include "utf8.h"
 
-/* ---- output buffers ---- */
-
 void outbuf_append(OutBuf *b, const char *data, size_t len, size_t cap)
 {
 	size_t room = b->len < cap ? cap - b->len : 0;

@@ -17,8 +17,6 @@
 
 #define START_TIMEOUT_MS 60000 /* an interpreter that has not started by then is killed */
 
-/* ---- the run ---- */
-
 static void run_free(Run *run)
 {
 	if (!run)
@@ -42,6 +40,13 @@ void run_note(Run *run, const char *fmt, ...)
 	va_end(ap);
 	free(run->note);
 	run->note = n;
+}
+
+void run_fail(Run *run, const char *why)
+{
+	run_note(run, "%s", why);
+	run->return_code = 1;
+	run_finish(run);
 }
 
 static const char *timeout_text(const Run *run, char *buf, size_t len)
@@ -315,9 +320,7 @@ void run_send(Run *run)
 	outbuf_clear(&ip->err_buf);
 	ip->expect_id = ++run->s->m->request_seq;
 	if (encode_request(run, ip, &ip->wbuf, &ip->wlen) < 0) {
-		run_note(run, "internal error: out of memory");
-		run->return_code = 1;
-		run_finish(run);
+		run_fail(run, "internal error: out of memory");
 		return;
 	}
 	ip->woff = 0;
@@ -325,15 +328,11 @@ void run_send(Run *run)
 	run->phase = RUN_RUNNING;
 	run->timer = loop_remove(l, run->timer);
 	if (loop_add_timer(l, run->timeout_ms, on_deadline, run, &run->timer) < 0) {
-		run_note(run, "internal error: no timer");
-		run->return_code = 1;
-		run_finish(run);
+		run_fail(run, "internal error: no timer");
 		return;
 	}
 	interp_flush_request(ip);
 }
-
-/* ---- interpreter events ---- */
 
 int reply_return_code(Run *run, const char *line)
 {
@@ -455,9 +454,7 @@ void run_start(Session *s, Conn *c, const ExecRequest *er)
 	}
 	/* While init re-sends its interpreters, a dead one may yet turn up: wait. */
 	if (ip->state == INTERP_DEAD && !s->adopting && interp_spawn(s, kind) < 0) {
-		run_note(run, "the interpreter could not be started");
-		run->return_code = 1;
-		run_finish(run);
+		run_fail(run, "the interpreter could not be started");
 		return;
 	}
 	/* Start-up has its own bound, so a slow first import does not eat the caller's time,
@@ -465,9 +462,7 @@ void run_start(Session *s, Conn *c, const ExecRequest *er)
 	if (loop_add_timer(s->m->loop,
 			   timeout_ms > START_TIMEOUT_MS ? timeout_ms : START_TIMEOUT_MS,
 			   on_deadline, run, &run->timer) < 0) {
-		run_note(run, "internal error: no timer");
-		run->return_code = 1;
-		run_finish(run);
+		run_fail(run, "internal error: no timer");
 	}
 }
 
@@ -481,9 +476,7 @@ int interp_start(Session *s, enum interp_kind kind)
 void run_retry_start(Run *run)
 {
 	if (interp_spawn(run->s, run->kind) < 0) {
-		run_note(run, "the interpreter could not be started");
-		run->return_code = 1;
-		run_finish(run);
+		run_fail(run, "the interpreter could not be started");
 	}
 }
 
@@ -503,7 +496,11 @@ void run_abort(Session *s, const char *why)
 	run->return_code = RC_KILLED;
 	run->lost_state = true;
 	run_note(run, "the session was destroyed (%s) while this call ran", why);
-	/* No files or usage: the sandbox is going away. */
+	/* What cut the call short is the session's end, not its deadline, and it has no
+	 * result; no files or usage: the sandbox is going away. */
+	run->timed_out = false;
+	json_object_put(run->reply);
+	run->reply = NULL;
 	if (run->conn) {
 		json_object *o = exec_reply(run, json_object_new_object(), true);
 

@@ -90,6 +90,8 @@ typedef struct ExecRequest {
 /* Start er's call on s (which runs none); c is answered when it ends. */
 void run_start(Session *s, Conn *c, const ExecRequest *er);
 void run_note(Run *run, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The call fails before its code ran, saying why (a sentence). */
+void run_fail(Run *run, const char *why);
 /* Send the run's request to its interpreter, which is up; its deadline starts. */
 void run_send(Run *run);
 /* The interpreter answered or died: finish, or first kill what the run left behind. */

@@ -2,6 +2,7 @@
 /* The end of a session: destroyed (its sandbox killed, its remains a zombie), or let go
  * alive for the next daemon to re-adopt. */
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -11,8 +12,16 @@
 #include "lifecycle.h"
 #include "log.h"
 #include "session/tenant.h"
+#include "workspace/editor.h"
 #include "workspace/workspace.h"
 #include "workspace/wsfs.h"
+
+void session_free(Session *s)
+{
+	editor_undo_free(s->undo);
+	free(s->tenant);
+	free(s);
+}
 
 /* The metrics' reasons a session ends for: released, idle, lifetime, anything else. */
 static int end_reason_index(const char *why)
@@ -25,8 +34,8 @@ static int end_reason_index(const char *why)
 	return 3;
 }
 
-/* The parts of s the rooms above the session hold: its run, its waiting replies, its
- * interpreters, init's socket, its open files. */
+/* The parts of s the rooms above the session hold (its run aborted first): its waiting
+ * replies, its interpreters, init's socket, its open files. */
 static void session_close_parts(Session *s)
 {
 	scans_cancel(s);

@@ -23,6 +23,8 @@ void op_destroy(Manager *m, Conn *c, const Request *rq);
 void session_destroy(Session *s, const char *why);
 /* Forget a session without touching its sandbox or its row: for a restart. */
 void session_release(Session *s);
+/* Free what s holds in memory only (its undo log, its tenant string) and s. */
+void session_free(Session *s);
 
 /* adopt.c */
 /* Take back the sandbox row names (an earlier daemon's): 0, or -errno with nothing

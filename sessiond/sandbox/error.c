@@ -4,6 +4,7 @@
 #include <stdio.h>
 
 #include "sandbox_internal.h"
+#include "sandbox_layout.h"
 
 static _Thread_local char last_error[256];
 
@@ -45,11 +46,11 @@ static const char *const step_names[STEP_MAX] = {
 	[STEP_MOUNT_DEV] = "populate /dev",
 	[STEP_MOUNT_PROC] = "mount /proc",
 	[STEP_MOUNT_TMP] = "mount /tmp",
-	[STEP_MOUNT_WORKSPACE] = "bind /workspace",
-	[STEP_MOUNT_LIB_DIR] = "bind /opt/paddock",
+	[STEP_MOUNT_WORKSPACE] = "bind " SANDBOX_WORKSPACE,
+	[STEP_MOUNT_LIB_DIR] = "bind " SANDBOX_LIB_DIR,
 	[STEP_PIVOT_ROOT] = "pivot_root",
 	[STEP_ROOT_READONLY] = "root read-only",
-	[STEP_CHDIR] = "chdir /workspace",
+	[STEP_CHDIR] = "chdir " SANDBOX_WORKSPACE,
 	[STEP_HOSTNAME] = "sethostname",
 	[STEP_FDS] = "arrange fds",
 	[STEP_RLIMITS] = "rlimits",

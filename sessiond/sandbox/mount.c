@@ -80,8 +80,8 @@ int mount_prepare_from_parent(const SandboxEnv *env, const char *id, struct chil
 		 ":" SANDBOX_WORKSPACE ":%s\n"
 		 "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
 		 (unsigned)a->uid, (unsigned)a->gid, shell);
-	snprintf(a->group, sizeof(a->group), "root:x:0:\nsandbox:x:%u:\nnogroup:x:65534:\n",
-		 (unsigned)a->gid);
+	snprintf(a->group, sizeof(a->group),
+		 "root:x:0:\n" SANDBOX_USER ":x:%u:\nnogroup:x:65534:\n", (unsigned)a->gid);
 	return 0;
 }
 

@@ -7,7 +7,6 @@
 #include "log.h"
 #include "session.h"
 #include "tenant.h"
-#include "workspace/editor.h"
 
 /* ---- ids and uids ---- */
 
@@ -70,8 +69,6 @@ Session *session_find(Manager *m, const char *id, const char *tenant)
 	return s;
 }
 
-/* ---- building sessions ---- */
-
 Session *session_alloc(Manager *m)
 {
 	Session *s = calloc(1, sizeof(*s));
@@ -85,13 +82,6 @@ Session *session_alloc(Manager *m)
 		s->interps[k] =
 			(Interp){ .s = s, .kind = k, .pidfd = -1, .ctl = -1, .out = -1, .err = -1 };
 	return s;
-}
-
-void session_free(Session *s)
-{
-	editor_undo_free(s->undo);
-	free(s->tenant);
-	free(s);
 }
 
 void session_link(Session *s)

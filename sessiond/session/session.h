@@ -124,7 +124,8 @@ typedef struct SessionEvents {
 	void (*interp_replied)(Interp *ip, char *line);
 	/* An interpreter exited with a wait status (exec/events.c). */
 	void (*interp_exited)(Session *s, enum interp_kind kind, pid_t pid, int status);
-	/* An interpreter answered its first request or failed to start (lifecycle/pool.c). */
+	/* An interpreter answered its first request, failed to start or exited
+	 * (lifecycle/pool.c). */
 	void (*interp_settled)(Session *s);
 	/* The sandbox can serve no more: init exited, or its processes cannot be killed
 	 * (lifecycle/end.c). s is freed. */
@@ -201,8 +202,6 @@ struct Manager {
 bool session_id_valid(const char *id);
 /* A session with nothing open: its fds -1, its interpreters' slots dead. */
 Session *session_alloc(Manager *m);
-/* Free what s holds in memory only (its undo log, its tenant string) and s. */
-void session_free(Session *s);
 /* Into the live list and the index. */
 void session_link(Session *s);
 /* Into pool which (POOL_NATIVE, POOL_KERNEL), ready to be handed out. */
@@ -224,6 +223,8 @@ void uid_release(Manager *m, uid_t uid);
  * cgroup and workspace of rid; then uid ((uid_t)-1: none of this run's) is free again.
  * Takes pidfd. */
 void zombie_add(Manager *m, const char *rid, uid_t uid, int pidfd);
+/* Remove rid's cgroup (waiting while its tasks drain) and workspace, here and now. */
+void zombie_remains_remove(Manager *m, const char *rid);
 /* Wait for every zombie synchronously: at start and at shutdown, when blocking is fine. */
 void zombies_drain(Manager *m);
 size_t zombie_count(const Manager *m);

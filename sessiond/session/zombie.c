@@ -21,8 +21,6 @@
 #define ZOMBIE_RETRY_MS 20
 #define ZOMBIE_MAX_TRIES 500
 
-/* ---- teardown ---- */
-
 static void zombie_free(Zombie *z)
 {
 	Manager *m = z->m;
@@ -125,9 +123,12 @@ void zombie_add(Manager *m, const char *rid, uid_t uid, int pidfd)
 		zombie_reap(m->loop, z);
 }
 
-/* ---- start and stop ---- */
+void zombie_remains_remove(Manager *m, const char *rid)
+{
+	sandbox_cgroup_remove_wait(m->env, rid, ZOMBIE_MAX_TRIES, ZOMBIE_RETRY_MS);
+	workspace_destroy(m->env, rid);
+}
 
-/* Wait for every zombie synchronously: only at shutdown, when blocking is fine. */
 void zombies_drain(Manager *m)
 {
 	while (m->zombies) {
@@ -141,8 +142,7 @@ void zombies_drain(Manager *m)
 			z->pidfd = -1;
 		}
 		z->src = loop_remove(m->loop, z->src);
-		sandbox_cgroup_remove_wait(m->env, z->id, ZOMBIE_MAX_TRIES, ZOMBIE_RETRY_MS);
-		workspace_destroy(m->env, z->id);
+		zombie_remains_remove(m, z->id);
 		zombie_free(z);
 	}
 }

@@ -18,7 +18,7 @@
 #include <json-c/json.h>
 
 #include "cleanup.h"
-#include "core/reply.h"
+#include "json.h"
 #include "kernel_features.h"
 #include "sandbox_layout.h"
 #include "wsname.h"
