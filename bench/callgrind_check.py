@@ -157,7 +157,7 @@ def run_sessiond(build, bench_bin, execs):
     out = os.path.join(state, "callgrind.out.%p")
     log = os.path.join(state, "sessiond.log")
     p = start(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-               os.path.join(build, "paddock-sessiond")], env, log)
+               os.path.join(build, "paddock-sessiond"), "--no-kernel-probes"], env, log)
     try:
         sock = os.path.join(run, "sessiond.sock")
         wait_connectable(socket.AF_UNIX, sock, p, "sessiond under valgrind", START_S)
