@@ -102,9 +102,10 @@ static int probe_features(const PaddockConfig *cfg)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: paddock-sessiond [--config FILE] [--check-config | --end-sessions]\n"
-		   "       [--no-kernel-probes]   start without the kernel feature probes (for\n"
-		   "                              tools that emulate the kernel, such as valgrind)\n");
+	fprintf(f,
+		"usage: paddock-sessiond [--config FILE] [--check-config | --end-sessions]\n"
+		"       [--no-kernel-probes]   start without the kernel feature probes (for\n"
+		"                              tools that emulate the kernel, such as valgrind)\n");
 }
 
 static int open_server(Daemon *d)
