@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "list.h"
 #include "log.h"
 #include "session.h"
 #include "tenant.h"
@@ -90,11 +91,7 @@ void session_link(Session *s)
 
 	if (session_index_add(m, s) < 0)
 		log_err("SESSION_ID=%s not indexed: no memory (it is reclaimed when idle)", s->id);
-	s->prev = NULL;
-	s->next = m->sessions;
-	if (m->sessions)
-		m->sessions->prev = s;
-	m->sessions = s;
+	LIST_PUSH(m->sessions, s);
 	m->n_sessions++;
 }
 
@@ -104,11 +101,7 @@ void session_pool_push(Session *s, int which)
 
 	s->pooled = true;
 	s->kernel = which == POOL_KERNEL;
-	s->prev = NULL;
-	s->next = m->pool[which];
-	if (m->pool[which])
-		m->pool[which]->prev = s;
-	m->pool[which] = s;
+	LIST_PUSH(m->pool[which], s);
 	m->pool_n[which]++;
 }
 
@@ -118,13 +111,7 @@ static void pool_list_unlink(Session *s)
 	Manager *m = s->m;
 	int which = s->kernel ? POOL_KERNEL : POOL_NATIVE;
 
-	if (s->prev)
-		s->prev->next = s->next;
-	else
-		m->pool[which] = s->next;
-	if (s->next)
-		s->next->prev = s->prev;
-	s->prev = s->next = NULL;
+	LIST_UNLINK(m->pool[which], s);
 	s->pooled = false;
 	m->pool_n[which]--;
 }
@@ -137,12 +124,7 @@ void session_unlink(Session *s)
 		pool_list_unlink(s);
 		return;
 	}
-	if (s->prev)
-		s->prev->next = s->next;
-	else
-		m->sessions = s->next;
-	if (s->next)
-		s->next->prev = s->prev;
+	LIST_UNLINK(m->sessions, s);
 	m->n_sessions--;
 	session_index_remove(m, s);
 }

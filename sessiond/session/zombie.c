@@ -15,6 +15,7 @@
 
 #include "cleanup.h"
 #include "clone.h"
+#include "list.h"
 #include "log.h"
 #include "session.h"
 
@@ -29,12 +30,7 @@ static void zombie_free(Zombie *z)
 	if (z->pidfd >= 0)
 		close(z->pidfd);
 	uid_release(m, z->uid);
-	if (z->prev)
-		z->prev->next = z->next;
-	else
-		m->zombies = z->next;
-	if (z->next)
-		z->next->prev = z->prev;
+	LIST_UNLINK(m->zombies, z);
 	free(z);
 }
 
@@ -115,10 +111,7 @@ void zombie_add(Manager *m, const char *rid, uid_t uid, int pidfd)
 	}
 	*z = (Zombie){ .m = m, .uid = uid, .pidfd = pidfd };
 	snprintf(z->id, sizeof(z->id), "%s", rid);
-	z->next = m->zombies;
-	if (m->zombies)
-		m->zombies->prev = z;
-	m->zombies = z;
+	LIST_PUSH(m->zombies, z);
 	if (z->pidfd < 0 || loop_add_fd(m->loop, z->pidfd, EPOLLIN, on_zombie_exit, z, &z->src) < 0)
 		zombie_reap(m->loop, z);
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cleanup.h"
+#include "list.h"
 #include "log.h"
 #include "session/session.h"
 #include "workspace.h"
@@ -67,14 +68,7 @@ static json_object *produced_json(Session *s, WsfsScan *scan)
 
 static void scan_unlink(ScanReply *sr)
 {
-	Session *s = sr->s;
-
-	if (sr->prev)
-		sr->prev->next = sr->next;
-	else
-		s->scans = sr->next;
-	if (sr->next)
-		sr->next->prev = sr->prev;
+	LIST_UNLINK(sr->s->scans, sr);
 }
 
 static void scan_free(ScanReply *sr)
@@ -146,10 +140,7 @@ static void on_scan_slice(Loop *l, void *data)
 static void scan_begin(Session *s, ScanReply *sr)
 {
 	sr->s = s;
-	sr->next = s->scans;
-	if (s->scans)
-		s->scans->prev = sr;
-	s->scans = sr;
+	LIST_PUSH(s->scans, sr);
 	scan_step(sr);
 }
 
