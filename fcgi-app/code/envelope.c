@@ -148,18 +148,7 @@ int code_read_body(ReqCtx *rq, bool allow_empty, json_object **ret)
 
 json_object *code_sd_request(ReqCtx *rq, const char *op, const char *session_id)
 {
-	json_object *o = json_object_new_object();
-
-	if (!o)
-		return NULL;
-	if (json_set(o, "op", json_object_new_string(op)) < 0 ||
-	    json_set(o, "request_id", json_object_new_string(rq->http.request_id)) < 0 ||
-	    (rq->tenant && json_set(o, "tenant", json_object_new_string(rq->tenant)) < 0) ||
-	    (session_id && json_set(o, "session_id", json_object_new_string(session_id)) < 0)) {
-		json_object_put(o);
-		return NULL;
-	}
-	return o;
+	return sessiond_request_new(op, rq->http.request_id, rq->tenant, session_id);
 }
 
 int code_take_session_id(ReqCtx *rq, json_object *body, const char **ret)

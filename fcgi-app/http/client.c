@@ -149,3 +149,21 @@ int sessiond_kind_status(const char *kind)
 			return map[i].status;
 	return 500;
 }
+
+json_object *sessiond_request_new(const char *op, const char *request_id, const char *tenant,
+				  const char *session_id)
+{
+	json_object *o = json_object_new_object();
+
+	json_set(o, "op", json_object_new_string(op));
+	json_set(o, "request_id", json_object_new_string(request_id));
+	if (tenant)
+		json_set(o, "tenant", json_object_new_string(tenant));
+	if (session_id)
+		json_set(o, "session_id", json_object_new_string(session_id));
+	if (json_incomplete(o)) {
+		json_object_put(o);
+		return NULL;
+	}
+	return o;
+}

@@ -41,6 +41,10 @@ enum sessiond_retry {
 int sessiond_call(SessiondClient *c, json_object *req, enum sessiond_retry retry,
 		  SessiondReply *rep);
 void sessiond_reply_clear(SessiondReply *rep);
+/* {"op", "request_id", "tenant", "session_id"}: a request's common fields (tenant and
+ * session_id left out when NULL), to add the op's own to; NULL when out of memory. */
+json_object *sessiond_request_new(const char *op, const char *request_id, const char *tenant,
+				  const char *session_id);
 
 /* The HTTP status for a sessiond error kind (docs/internal-protocol.md); 500 if unknown. */
 int sessiond_kind_status(const char *kind);

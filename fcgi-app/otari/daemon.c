@@ -13,19 +13,8 @@
 
 json_object *otari_sd_request(ReqCtx *rq, const char *op)
 {
-	json_object *o = json_object_new_object();
-
-	if (!o)
-		return NULL;
-	if (json_set(o, "op", json_object_new_string(op)) < 0 ||
-	    json_set(o, "request_id", json_object_new_string(rq->http.request_id)) < 0 ||
-	    (rq->tenant && json_set(o, "tenant", json_object_new_string(rq->tenant)) < 0) ||
-	    (rq->match.id[0] &&
-	     json_set(o, "session_id", json_object_new_string(rq->match.id)) < 0)) {
-		json_object_put(o);
-		return NULL;
-	}
-	return o;
+	return sessiond_request_new(op, rq->http.request_id, rq->tenant,
+				    rq->match.id[0] ? rq->match.id : NULL);
 }
 
 static const char *default_detail(const char *kind)
