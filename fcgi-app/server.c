@@ -21,7 +21,10 @@
 #include "otari/otari.h"
 
 /* The APIs served, tried in order. The code-interpreter plane joins here. */
-static const RouteTable *const apis[] = { &otari_routes, &metrics_routes, &code_routes };
+static const RouteTable *const apis[] = { &otari_routes, &otari_open_routes, &metrics_routes,
+					  &code_routes };
+/* What anyone may ask, before authentication: the health check. */
+static const RouteTable *const open_apis[] = { &otari_open_routes };
 
 /* Authentication and tenancy; answers and returns false when the request may not go on. */
 static bool admit(ReqCtx *rq)
@@ -55,6 +58,12 @@ static void dispatch(ReqCtx *rq)
 {
 	char allow[80] = "";
 
+	for (size_t i = 0; i < ARRAY_SIZE(open_apis); i++)
+		if (route_match(open_apis[i], rq->http.method, rq->http.path, &rq->match) ==
+		    ROUTE_FOUND) {
+			rq->match.route->handler(rq);
+			return;
+		}
 	if (!admit(rq))
 		return;
 	for (size_t i = 0; i < ARRAY_SIZE(apis); i++) {

@@ -33,6 +33,7 @@ static const struct Op {
 	{ "put_commit", false, op_put_commit },
 	{ "put_abort", false, op_put_abort },
 	{ "sessions", false, op_sessions },
+	{ "health", false, op_health },
 	{ "stats", false, op_stats },
 	{ "metrics", false, op_metrics },
 	{ "kill", false, op_admin },

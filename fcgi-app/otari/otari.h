@@ -8,13 +8,18 @@
 #include "http/client.h"
 #include "http/route.h"
 
-/* The API's route table (otari.c): the handlers below. */
+/* The API's route tables (otari.c): the handlers below; the open one is served without a
+ * token or a tenant. */
 extern const RouteTable otari_routes;
+extern const RouteTable otari_open_routes;
 
 /* Handlers: sessions and execution (sessions.c), files (files.c). */
 void otari_create(ReqCtx *rq);
 void otari_exec(ReqCtx *rq);
 void otari_destroy(ReqCtx *rq);
+void otari_lookup(ReqCtx *rq);
+/* GET /health (health.c): served to anyone, a token or not. */
+void otari_health(ReqCtx *rq);
 void otari_list(ReqCtx *rq);
 void otari_get(ReqCtx *rq);
 void otari_put(ReqCtx *rq);

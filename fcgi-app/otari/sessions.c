@@ -146,6 +146,42 @@ void otari_destroy(ReqCtx *rq)
 	sessiond_reply_clear(&rep);
 }
 
+/* The fields of a session's handle GET /sessions/{id} shows, as sessiond has them. */
+static const char *const handle_fields[] = {
+	"session_id", "idle_timeout_seconds", "max_lifetime_seconds",
+	"created_at", "last_activity_at",     "execution_count",
+	"running",
+};
+
+void otari_lookup(ReqCtx *rq)
+{
+	_cleanup_json_ json_object *sdreq = otari_sd_request(rq, "session_info"), *out = NULL;
+	SessiondReply rep;
+	int r;
+
+	if (!sdreq) {
+		http_error(&rq->http, 500, NULL, "out of memory");
+		return;
+	}
+	r = sessiond_call(&rq->w->sd, sdreq, SESSIOND_RETRY_ANY, &rep);
+	if (r < 0 || !rep.ok) {
+		otari_sd_fail(rq, r, r < 0 ? NULL : &rep);
+		sessiond_reply_clear(&rep);
+		return;
+	}
+	out = json_object_new_object();
+	for (size_t i = 0; out && i < ARRAY_SIZE(handle_fields); i++)
+		json_copy_field(out, rep.obj, handle_fields[i]);
+	/* Every session runs on the host's own tree until runtime profiles come. */
+	json_set(out, "runtime", json_object_new_string("default"));
+	sessiond_reply_clear(&rep);
+	if (json_incomplete(out)) {
+		http_error(&rq->http, 500, NULL, "out of memory");
+		return;
+	}
+	http_send_json(&rq->http, 200, out, NULL);
+}
+
 /* The tools Execute accepts, and what each becomes for sessiond. */
 struct tool {
 	const char *name;	   /* the API's tool name */

@@ -12,6 +12,17 @@
 #include "log.h"
 #include "session/tenant.h"
 
+void op_health(Manager *m, Conn *c, const Request *rq)
+{
+	json_object *o = reply_ok();
+
+	(void)rq;
+	json_set(o, "sessions", json_object_new_int64((int64_t)m->n_sessions));
+	json_set(o, "max_sessions", json_object_new_int64(m->cfg->max_sessions));
+	json_set(o, "draining", json_object_new_boolean(m->draining));
+	conn_reply(c, o, NULL, 0);
+}
+
 void op_stats(Manager *m, Conn *c, const Request *rq)
 {
 	const PaddockConfig *cfg = m->cfg;

@@ -6,6 +6,9 @@
 
 #include "session/session.h"
 
+/* {"op": "health"}: what a load balancer asks every second, in constant time: the live
+ * sessions, the cap, whether the node is draining. */
+void op_health(Manager *m, Conn *c, const Request *rq);
 /* {"op": "stats"}: counts, limits, the pools. */
 void op_stats(Manager *m, Conn *c, const Request *rq);
 /* {"op": "metrics"}: the Prometheus text of /metrics. */
