@@ -58,7 +58,7 @@ CONTAINER_SUITES = VM_SUITES + [
     "test_escape_files.py", "test_escape_sandbox.py", "test_harness_endpoint.py",
     "test_http_hostile.py", "test_limits_bystander.py", "test_limits_daemon_memory.py",
     "test_multinode.py", "test_paddockctl.py", "test_stress.py", "test_file_names.py",
-    "test_file_states.py", "test_limits_create_busy.py"]
+    "test_file_states.py", "test_limits_create_busy.py", "test_otari_lookup_health.py"]
 
 TIMEOUTS = {"container": 900, "vm": 1500}  # seconds of one guest run, reboot included
 SHUTDOWN_MAX = 10.0
