@@ -25,8 +25,8 @@ static void unhealthy(ReqCtx *rq, const char *reason)
 
 void otari_health(ReqCtx *rq)
 {
-	_cleanup_json_ json_object *sdreq = sessiond_request_new("health", rq->http.request_id,
-								 NULL, NULL);
+	_cleanup_json_ json_object *sdreq =
+		sessiond_request_new("health", rq->http.request_id, NULL, NULL);
 	_cleanup_json_ json_object *o = NULL;
 	SessiondReply rep;
 	int64_t n = 0, max = 0;
