@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "list.h"
 
 /* One watched fd or timer. Freed lazily so a callback may remove its own source. */
 struct LoopSource {
@@ -22,13 +23,15 @@ struct LoopSource {
 	loop_fd_cb fd_cb;   /* for fds */
 	loop_timer_cb t_cb; /* for timers */
 	void *data;
-	LoopSource *next_dead; /* list of sources to free */
+	LoopSource *next_dead;	 /* list of sources to free */
+	LoopSource *prev, *next; /* fds: the loop's list of them, freed with it */
 };
 
 struct Loop {
 	int epfd;	   /* the epoll instance */
 	bool quit;	   /* set by loop_quit */
 	LoopSource *dead;  /* removed sources awaiting free */
+	LoopSource *fds;   /* watched fds, not removed */
 	int tfd;	   /* one timerfd, armed for the earliest timer */
 	LoopSource **heap; /* pending timers, earliest first (a binary min-heap) */
 	size_t n_heap, cap_heap;
@@ -148,6 +151,13 @@ Loop *loop_free(Loop *l)
 	if (!l)
 		return NULL;
 	free_dead(l);
+	/* What its owners never removed goes with the loop, as loop.h promises. */
+	while (l->fds) {
+		LoopSource *s = l->fds;
+
+		LIST_UNLINK(l->fds, s);
+		free(s);
+	}
 	for (size_t i = 0; i < l->n_heap; i++)
 		free(l->heap[i]);
 	free(l->heap);
@@ -179,6 +189,7 @@ int loop_add_fd(Loop *l, int fd, uint32_t events, loop_fd_cb cb, void *data, Loo
 		free(s);
 		return r;
 	}
+	LIST_PUSH(l->fds, s);
 	if (ret)
 		*ret = s;
 	return 0;
@@ -237,6 +248,7 @@ LoopSource *loop_remove(Loop *l, LoopSource *s)
 			timer_rearm(l);
 	} else {
 		epoll_ctl(l->epfd, EPOLL_CTL_DEL, s->fd, NULL);
+		LIST_UNLINK(l->fds, s);
 	}
 	s->fd = -1;
 	s->dead = true;
@@ -288,6 +300,7 @@ int loop_run(Loop *l)
 			dispatch(l, evs[i].data.ptr, evs[i].events);
 		free_dead(l);
 	}
+	l->quit = false; /* the next loop_run runs */
 	return 0;
 }
 

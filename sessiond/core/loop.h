@@ -16,6 +16,7 @@ typedef void (*loop_fd_cb)(Loop *l, int fd, uint32_t events, void *data);
 typedef void (*loop_timer_cb)(Loop *l, void *data);
 
 int loop_new(Loop **ret);
+/* Free the loop and every source still registered (their fds stay open: not owned). */
 Loop *loop_free(Loop *l);
 
 /* Watch fd (not owned) for events. The returned source is owned by the loop until
@@ -32,6 +33,6 @@ int loop_add_timer(Loop *l, uint64_t ms, loop_timer_cb cb, void *data, LoopSourc
  * Accepts NULL; returns NULL for `s = loop_remove(l, s);`. */
 LoopSource *loop_remove(Loop *l, LoopSource *s);
 
-/* Run until loop_quit(). */
+/* Run until loop_quit(); a loop that returned may run again. */
 int loop_run(Loop *l);
 void loop_quit(Loop *l);

@@ -103,6 +103,9 @@ static int migrate(Store *s)
 		if (r == 0)
 			r = exec_sql(s, pragma);
 		if (r < 0) {
+			/* SQLite's own words: the errno the caller gets says little. */
+			log_err("store migration %d (%s) failed: %s; the store is left at version %d",
+				m->version, m->name, sqlite3_errmsg(s->db), v);
 			exec_sql(s, "ROLLBACK");
 			return r;
 		}
