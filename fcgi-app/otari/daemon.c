@@ -59,3 +59,14 @@ void otari_sd_fail(ReqCtx *rq, int r, const SessiondReply *rep)
 	http_error(&rq->http, status, retry[0] ? retry : NULL, "%s",
 		   rep->detail && *rep->detail ? rep->detail : default_detail(rep->kind));
 }
+
+int otari_sd_call(ReqCtx *rq, json_object *req, enum sessiond_retry retry, SessiondReply *rep)
+{
+	int r = sessiond_call(&rq->w->sd, req, retry, rep);
+
+	if (r == 0 && rep->ok)
+		return 0;
+	otari_sd_fail(rq, r, r < 0 ? NULL : rep);
+	sessiond_reply_clear(rep);
+	return -1;
+}

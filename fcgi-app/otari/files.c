@@ -40,7 +40,6 @@ void otari_list(ReqCtx *rq)
 	_cleanup_free_ char *path = NULL;
 	json_object *files, *trunc;
 	SessiondReply rep;
-	int r;
 
 	if (query(rq, "path", &path) < 0)
 		return;
@@ -49,12 +48,8 @@ void otari_list(ReqCtx *rq)
 	if (!sdreq || !out ||
 	    json_set(sdreq, "path", json_object_new_string(path && *path ? path : ".")) < 0)
 		goto oom;
-	r = sessiond_call(&rq->w->sd, sdreq, SESSIOND_RETRY_ANY, &rep);
-	if (r < 0 || !rep.ok) {
-		otari_sd_fail(rq, r, r < 0 ? NULL : &rep);
-		sessiond_reply_clear(&rep);
+	if (otari_sd_call(rq, sdreq, SESSIOND_RETRY_ANY, &rep) < 0)
 		return;
-	}
 	if (json_object_object_get_ex(rep.obj, "files", &files) &&
 	    json_object_is_type(files, json_type_array))
 		files = json_object_get(files);
@@ -155,12 +150,8 @@ void otari_get(ReqCtx *rq)
 		http_error(&rq->http, 500, NULL, "out of memory");
 		return;
 	}
-	r = sessiond_call(&rq->w->sd, sdreq, SESSIOND_RETRY_ANY, &rep);
-	if (r < 0 || !rep.ok) {
-		otari_sd_fail(rq, r, r < 0 ? NULL : &rep);
-		sessiond_reply_clear(&rep);
+	if (otari_sd_call(rq, sdreq, SESSIOND_RETRY_ANY, &rep) < 0)
 		return;
-	}
 	if (rep.fd < 0 || fstat(rep.fd, &st) < 0) {
 		log_err("sessiond get reply without a usable descriptor REQUEST_ID=%s",
 			rq->http.request_id);
@@ -455,12 +446,8 @@ void otari_put(ReqCtx *rq)
 		http_error(&rq->http, 500, NULL, "out of memory");
 		return;
 	}
-	r = sessiond_call(&rq->w->sd, sdreq, SESSIOND_RETRY_ON_SEND, &rep);
-	if (r < 0 || !rep.ok) {
-		otari_sd_fail(rq, r, r < 0 ? NULL : &rep);
-		sessiond_reply_clear(&rep);
+	if (otari_sd_call(rq, sdreq, SESSIOND_RETRY_ON_SEND, &rep) < 0)
 		return;
-	}
 	u.fd = TAKE_FD(rep.fd);
 	sessiond_reply_clear(&rep);
 	if (u.fd < 0) {

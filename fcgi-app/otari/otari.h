@@ -34,3 +34,7 @@ json_object *otari_sd_request(ReqCtx *rq, const char *op);
  * (rep->ok false) with the mapped status and a detail.
  */
 void otari_sd_fail(ReqCtx *rq, int r, const SessiondReply *rep);
+
+/* Send req and read the reply: 0 with an ok reply in *rep (the caller clears it), or -1
+ * with the client answered (otari_sd_fail) and *rep cleared. */
+int otari_sd_call(ReqCtx *rq, json_object *req, enum sessiond_retry retry, SessiondReply *rep);

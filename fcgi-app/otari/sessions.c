@@ -97,12 +97,8 @@ void otari_create(ReqCtx *rq)
 	    json_set(sdreq, "image", json_object_new_string_len(image, (int)image_len)) < 0)
 		goto oom;
 
-	r = sessiond_call(&rq->w->sd, sdreq, SESSIOND_RETRY_ON_SEND, &rep);
-	if (r < 0 || !rep.ok) {
-		otari_sd_fail(rq, r, r < 0 ? NULL : &rep);
-		sessiond_reply_clear(&rep);
+	if (otari_sd_call(rq, sdreq, SESSIOND_RETRY_ON_SEND, &rep) < 0)
 		return;
-	}
 	if (!json_object_object_get_ex(rep.obj, "session_id", &sid) ||
 	    !json_object_is_type(sid, json_type_string)) {
 		log_err("sessiond create reply without a session_id REQUEST_ID=%s",
@@ -157,18 +153,13 @@ void otari_lookup(ReqCtx *rq)
 {
 	_cleanup_json_ json_object *sdreq = otari_sd_request(rq, "session_info"), *out = NULL;
 	SessiondReply rep;
-	int r;
 
 	if (!sdreq) {
 		http_error(&rq->http, 500, NULL, "out of memory");
 		return;
 	}
-	r = sessiond_call(&rq->w->sd, sdreq, SESSIOND_RETRY_ANY, &rep);
-	if (r < 0 || !rep.ok) {
-		otari_sd_fail(rq, r, r < 0 ? NULL : &rep);
-		sessiond_reply_clear(&rep);
+	if (otari_sd_call(rq, sdreq, SESSIOND_RETRY_ANY, &rep) < 0)
 		return;
-	}
 	out = json_object_new_object();
 	for (size_t i = 0; out && i < ARRAY_SIZE(handle_fields); i++)
 		json_copy_field(out, rep.obj, handle_fields[i]);
@@ -418,12 +409,8 @@ void otari_exec(ReqCtx *rq)
 		tool_use_id = generated;
 	}
 	/* Running code twice is worse than failing once: no retry after sessiond saw it. */
-	r = sessiond_call(&rq->w->sd, sdreq, SESSIOND_RETRY_ON_SEND, &rep);
-	if (r < 0 || !rep.ok) {
-		otari_sd_fail(rq, r, r < 0 ? NULL : &rep);
-		sessiond_reply_clear(&rep);
+	if (otari_sd_call(rq, sdreq, SESSIOND_RETRY_ON_SEND, &rep) < 0)
 		return;
-	}
 	out = render_exec(tool, tool_use_id, rep.obj);
 	sessiond_reply_clear(&rep);
 	if (!out) {
