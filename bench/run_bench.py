@@ -39,7 +39,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_DIR = os.path.dirname(HERE)
 # The tree keeps the latest run of every row, as latest.{md,json,png}.
 LATEST_DIR = os.path.join(HERE, "results")
-ALL_ROWS = "1,2,2r,3,4,5,6,7"
+ALL_ROWS = "1,2,2r,3,4,5,6,7,8"
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 
 
@@ -104,6 +104,13 @@ def proc_status(pid, keys=("VmRSS", "VmHWM")):
     except OSError:
         pass
     return out
+
+
+def drop_caches():
+    """The host's clean page cache dropped, so that the next read comes from the disk."""
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w", encoding="ascii") as f:
+        f.write("3\n")
 
 
 def pss_kib(pid):
@@ -1062,6 +1069,74 @@ class Bench:
                      n=a.file_rounds, median=med["relay_put"], p99=None,
                      note=f"PutFile / this = {med['put'] / med['relay_put']:.2f}")
 
+    # -- row 8: workspace I/O
+
+    WS_WRITE = ("s=$(date +%s%N); dd if=/dev/zero of={path} bs=1M count={mib} conv=fsync "
+                "status=none; e=$(date +%s%N); echo $((e - s))")
+    WS_READ = "s=$(date +%s%N); dd if={path} of=/dev/null bs=1M status=none; e=$(date +%s%N); echo $((e - s))"
+
+    def ws_io_in_session(self, h, sid, mib):
+        """Seconds to write mib MiB (fsync'd) in the session's workspace, and to read it
+        back with the host's page cache dropped."""
+        def run(cmd):
+            body = json.loads(h.exec(sid, {"tool": "bash_code_execution", "input": {"command": cmd}}))
+            out = body["result_block"]["content"]["stdout"].strip()
+            return int(out) / 1e9
+        w = run(self.WS_WRITE.format(path="/workspace/io", mib=mib))
+        drop_caches()
+        r = run(self.WS_READ.format(path="/workspace/io"))
+        run("rm -f /workspace/io")
+        return w, r
+
+    def ws_io_on_host(self, path, mib):
+        def run(cmd):
+            return int(subprocess.run(["bash", "-c", cmd], capture_output=True, text=True,
+                                      check=True).stdout.strip()) / 1e9
+        w = run(self.WS_WRITE.format(path=path, mib=mib))
+        drop_caches()
+        r = run(self.WS_READ.format(path=path))
+        os.unlink(path)
+        return w, r
+
+    def row_workspace_io(self):
+        """Workspace throughput: a session's /workspace on disk (the stack as configured) and
+        on tmpfs, against the same dd in the state directory outside any sandbox."""
+        a = self.args
+        mib = a.ws_mib
+        self.section(f"8. workspace I/O: {mib} MiB written (fsync) and read back cold, "
+                     f"{a.ws_rounds} rounds, against the state dir's file system")
+        tmpfs = self.new_stack("bench-ws-tmpfs", {"PADDOCK_WORKSPACE_BACKEND": "tmpfs",
+                                                  "PADDOCK_LOG_LEVEL": "info"})
+        try:
+            ht = Http(tmpfs.port)
+            sid, sid_t = self.http.create(), ht.create()
+            host_path = os.path.join(self.stack.state_dir, "bench-io")
+            res = {k: ([], []) for k in ("disk", "tmpfs", "host")}
+            for _ in range(a.ws_rounds):
+                for key, fn in (("disk", lambda: self.ws_io_in_session(self.http, sid, mib)),
+                                ("tmpfs", lambda: self.ws_io_in_session(ht, sid_t, mib)),
+                                ("host", lambda: self.ws_io_on_host(host_path, mib))):
+                    w, r = fn()
+                    res[key][0].append(mib / w)
+                    res[key][1].append(mib / r)
+            self.http.destroy(sid)
+            ht.destroy(sid_t)
+            ht.close()
+        finally:
+            for p in tmpfs.stop():
+                self.stop_problems.append(f"tmpfs workspace stack: {p}")
+        med = {k: (sorted(w)[len(w) // 2], sorted(r)[len(r) // 2]) for k, (w, r) in res.items()}
+        self.extra["workspace_io"] = {k: {"write_mib_s": w, "read_mib_s": r} for k, (w, r) in res.items()}
+        for i, op in enumerate(("write", "read")):
+            self.add_row(row="8", what=f"workspace {op}, disk (ext4 on a loop device)", unit="MiB/s",
+                         n=a.ws_rounds, median=med["disk"][i], p99=None, peer="state dir, no sandbox",
+                         peer_median=med["host"][i], ratio_median=med["disk"][i] / med["host"][i],
+                         target=">= 0.7x the state dir", errors=0)
+            self.add_row(row="8", what=f"  workspace {op}, tmpfs (workspace_backend = tmpfs)",
+                         unit="MiB/s", n=a.ws_rounds, median=med["tmpfs"][i], p99=None,
+                         peer="state dir, no sandbox", peer_median=med["host"][i],
+                         ratio_median=med["tmpfs"][i] / med["host"][i], errors=0)
+
     # -- row 6: callgrind
 
     def row_code_tiers(self):
@@ -1338,6 +1413,8 @@ def main():
     ap.add_argument("--file-mib", type=int, default=100)
     ap.add_argument("--file-rounds", type=int, default=3)
     ap.add_argument("--cg-execs", type=int, default=50, help="row 6: execs under callgrind")
+    ap.add_argument("--ws-mib", type=int, default=256, help="row 8: MiB written and read")
+    ap.add_argument("--ws-rounds", type=int, default=3, help="row 8: rounds")
     args = ap.parse_args()
     args.build = os.path.abspath(args.build)
     args.bench_bin = os.path.abspath(args.bench_bin or os.path.join(args.build, "bench"))
@@ -1358,7 +1435,7 @@ def main():
         bench.start()
         for key, fn in (("1", bench.row_latency), ("2", bench.row_create), ("2r", bench.row_refill), ("3", bench.row_throughput),
                         ("4", bench.row_density), ("5", bench.row_files), ("6", bench.row_callgrind),
-                        ("7", bench.row_code_tiers)):
+                        ("7", bench.row_code_tiers), ("8", bench.row_workspace_io)):
             if key in rows:
                 fn()
     finally:

@@ -113,6 +113,7 @@ static const struct setting settings[] = {
 	I("pids_max", pids_max, "256", 8, 1000000),
 	I("cpu_quota_percent", cpu_quota_percent, "100", 1, 100000),
 	Z("workspace_bytes", workspace_bytes, "512M", 1 * MiB, 1024 * GiB),
+	S("workspace_backend", workspace_backend, "disk"),
 	Z("tmp_bytes", tmp_bytes, "256M", 1 * MiB, 1024 * GiB),
 	Z("program_memory_min_bytes", program_memory_min_bytes, "128M", 16 * MiB, 1024 * GiB),
 	I("nofile_max", nofile_max, "1024", 32, 1048576),
@@ -317,19 +318,43 @@ void config_node_name_from_host(const char *host, char *out, size_t outlen)
 		snprintf(out, outlen, "node");
 }
 
-static int check_relations(PaddockConfig *c, char *err, size_t errlen)
+/* /tmp is a tmpfs, and so is /workspace with workspace_backend = tmpfs: their pages count
+ * against the session's memory, so full they must leave its programs room, or filling one
+ * would be an OOM kill, not ENOSPC. A workspace on disk is page cache the kernel reclaims. */
+static int check_memory_room(PaddockConfig *c, char *err, size_t errlen)
 {
-	/* /workspace and /tmp are tmpfs, whose pages count against the session's memory: full,
-	 * they must leave its programs room, or filling one would be an OOM kill, not ENOSPC. */
-	if (c->workspace_bytes + c->tmp_bytes + c->program_memory_min_bytes > c->memory_max_bytes) {
-		snprintf(err, errlen,
-			 "workspace_bytes (%lld) + tmp_bytes (%lld) + program_memory_min_bytes "
-			 "(%lld) exceed memory_max_bytes (%lld): the file systems are held in the "
-			 "session's memory",
-			 (long long)c->workspace_bytes, (long long)c->tmp_bytes,
-			 (long long)c->program_memory_min_bytes, (long long)c->memory_max_bytes);
+	bool ws_in_memory = strcmp(c->workspace_backend, "tmpfs") == 0;
+	int64_t held = c->tmp_bytes + (ws_in_memory ? c->workspace_bytes : 0);
+
+	if (!ws_in_memory && strcmp(c->workspace_backend, "disk") != 0) {
+		snprintf(err, errlen, "workspace_backend: expected disk or tmpfs, got '%s'",
+			 c->workspace_backend);
 		return -EINVAL;
 	}
+	if (held + c->program_memory_min_bytes <= c->memory_max_bytes)
+		return 0;
+	if (ws_in_memory)
+		snprintf(err, errlen,
+			 "workspace_bytes (%lld) + tmp_bytes (%lld) + program_memory_min_bytes "
+			 "(%lld) exceed memory_max_bytes (%lld): with workspace_backend = tmpfs "
+			 "the file systems are held in the session's memory",
+			 (long long)c->workspace_bytes, (long long)c->tmp_bytes,
+			 (long long)c->program_memory_min_bytes, (long long)c->memory_max_bytes);
+	else
+		snprintf(err, errlen,
+			 "tmp_bytes (%lld) + program_memory_min_bytes (%lld) exceed "
+			 "memory_max_bytes (%lld): /tmp is held in the session's memory",
+			 (long long)c->tmp_bytes, (long long)c->program_memory_min_bytes,
+			 (long long)c->memory_max_bytes);
+	return -EINVAL;
+}
+
+static int check_relations(PaddockConfig *c, char *err, size_t errlen)
+{
+	int r = check_memory_room(c, err, errlen);
+
+	if (r < 0)
+		return r;
 	if (c->idle_timeout_default > c->idle_timeout_max) {
 		snprintf(err, errlen, "idle_timeout_default: above idle_timeout_max");
 		return -EINVAL;

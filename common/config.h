@@ -84,6 +84,7 @@ typedef struct PaddockConfig {
 	int64_t pids_max;
 	int64_t cpu_quota_percent; /* 100 = one core */
 	int64_t workspace_bytes;
+	char *workspace_backend; /* disk (an ext4 image per session) or tmpfs */
 	int64_t tmp_bytes;
 	int64_t program_memory_min_bytes; /* memory left to programs with both file systems full */
 	int64_t nofile_max;

@@ -120,6 +120,7 @@ int sandbox_env_new(const PaddockConfig *cfg, SandboxEnv **ret)
 	env->keep_in_child_fd = -1;
 	env->host_netns_fd = -1;
 	env->egress_netns_fd = -1;
+	env->ws_template_fd = -1;
 
 	env->state_dir = strdup(cfg->state_dir);
 	env->lib_dir = strdup(cfg->lib_dir);
@@ -177,6 +178,9 @@ int sandbox_env_new(const PaddockConfig *cfg, SandboxEnv **ret)
 	r = lib_copy_setup(env);
 	if (r < 0)
 		return r; /* it said why */
+	r = ws_disk_env_setup(env, cfg);
+	if (r < 0)
+		return r; /* it said why */
 
 	*ret = TAKE_PTR(env);
 	return 0;
@@ -192,6 +196,7 @@ SandboxEnv *sandbox_env_free(SandboxEnv *env)
 	if (!env)
 		return NULL;
 	lib_copy_clear(env);
+	ws_disk_env_clear(env);
 	cgroup_env_clear(env);
 	seccomp_env_clear(env);
 	safe_close(env->init_fd);
@@ -209,6 +214,11 @@ SandboxEnv *sandbox_env_free(SandboxEnv *env)
 const char *sandbox_env_cgroup_version(const SandboxEnv *env)
 {
 	return env->v2 ? "v2" : "v1";
+}
+
+const char *sandbox_env_workspace_backend(const SandboxEnv *env)
+{
+	return env->ws_disk ? "disk" : "tmpfs";
 }
 
 int sandbox_list_leftovers(SandboxEnv *env, char ***ids_ret, size_t *n_ret)

@@ -16,7 +16,7 @@ typedef struct SandboxLimits {
 	int64_t memory_bytes;	 /* memory.max; swap is always 0 */
 	int64_t pids;		 /* pids.max */
 	int64_t cpu_percent;	 /* 100 = one core */
-	int64_t workspace_bytes; /* size of the /workspace tmpfs */
+	int64_t workspace_bytes; /* size of the /workspace file system */
 	int64_t tmp_bytes;	 /* size of the /tmp tmpfs */
 	int64_t nofile;		 /* RLIMIT_NOFILE */
 	bool cpu_background;	 /* the least CPU weight, until sandbox_cpu_foreground() */
@@ -49,6 +49,8 @@ SandboxEnv *sandbox_env_free(SandboxEnv *env);
 void sandbox_env_remove_cgroup_parent(SandboxEnv *env);
 /* "v1" or "v2", for logs and capabilities. */
 const char *sandbox_env_cgroup_version(const SandboxEnv *env);
+/* "disk" or "tmpfs": what workspaces are (workspace_backend). */
+const char *sandbox_env_workspace_backend(const SandboxEnv *env);
 
 /*
  * Set favordynmods on the cgroup2 mount (dynmods.c says why): 1 when set now, 0 when
@@ -59,8 +61,9 @@ int sandbox_cgroup_favor_dynmods(void);
 int cgroup2_favor_dynmods_options(const char *superopts, char *out, size_t len);
 
 /*
- * Workspace: a size-capped tmpfs at <state_dir>/workspaces/<id>, root dir owned by the
- * session's uid, made by sandbox_spawn().
+ * Workspace: a file system of workspace_bytes at <state_dir>/workspaces/<id> (its own ext4
+ * on a loop device, or a tmpfs), root dir owned by the session's uid, made by
+ * sandbox_spawn().
  */
 
 /* Detach the mount and remove the directory; 0 if it was already gone. */

@@ -14,6 +14,7 @@
 #include "sandbox.h"
 
 #define CGROUP_HIER_MAX 8
+#define WS_EXTENTS_MAX 64
 #define CGROUP_ROOT "/sys/fs/cgroup"
 
 /* Controllers paddock uses, as bits of CgroupHier.ctrls. */
@@ -54,6 +55,14 @@ struct SandboxEnv {
 	struct sock_filter *seccomp_filter; /* owned BPF program, built once */
 	struct sock_fprog seccomp_prog;	    /* points at seccomp_filter, for the child */
 	int keep_in_child_fd;		    /* the daemon's lock: a child keeps it, or -1 */
+	bool ws_disk;			    /* workspaces on loop devices (wsdisk.c), not tmpfs */
+	int ws_template_fd;		    /* the empty file system each workspace copies */
+	int64_t ws_workspace_bytes;	    /* the size it holds files of */
+	int64_t ws_image_bytes;		    /* its size: that and its metadata */
+	struct ws_extent {
+		int64_t off, len;
+	} ws_extents[WS_EXTENTS_MAX]; /* where the template holds data */
+	size_t n_ws_extents;
 };
 
 /*
@@ -236,6 +245,12 @@ int seccomp_in_child(struct child_args *a);
 
 /* workspace.c */
 int workspace_create_in_child(struct child_args *a);
+/* wsdisk.c: with workspace_backend = disk, make the template file system (a child of the
+ * daemon runs mke2fs) and check a loop device can mount it; the child's half makes the
+ * session's own copy and mounts it at a->workspace. */
+int ws_disk_env_setup(SandboxEnv *env, const PaddockConfig *cfg);
+void ws_disk_env_clear(SandboxEnv *env);
+int ws_disk_create_in_child(struct child_args *a);
 int workspace_list_ids(const SandboxEnv *env, char ***ids, size_t *n, size_t *cap);
 
 /* Append a copy of id to a growing array unless it is already there. */

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Session workspaces: one size-capped tmpfs per session under <state_dir>/workspaces. */
+/* Session workspaces under <state_dir>/workspaces: an ext4 image of its own per session
+ * (wsdisk.c), or with workspace_backend = tmpfs a size-capped tmpfs. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -27,6 +28,8 @@ int workspace_create_in_child(struct child_args *a)
 {
 	int r;
 
+	if (a->env->ws_disk)
+		return ws_disk_create_in_child(a);
 	/* The parents are created 0700 by sandbox_env_new(); an existing id is a caller bug. */
 	if (mkdir(a->workspace, 0700) < 0)
 		return -errno;

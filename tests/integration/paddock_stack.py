@@ -9,6 +9,7 @@ loopback port. Stopping it checks that nothing is left behind: processes, mounts
 under the state dir, cgroups named after the stack's sessions.
 """
 
+import glob
 import http.client
 import json
 import os
@@ -310,6 +311,29 @@ def _describe(pid):
         return f"{pid} (gone)"
 
 
+def parse_size(text):
+    """A size as the config file writes it ("512M", "2G", "4096")."""
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    text = text.strip().upper()
+    if text[-1:] in units:
+        return int(text[:-1]) * units[text[-1]]
+    return int(text)
+
+
+def loops_backed_under(path):
+    """Loop devices whose backing file is (or was, deleted) under path."""
+    found = []
+    for dev in glob.glob("/sys/block/loop*/loop/backing_file"):
+        try:
+            with open(dev, encoding="utf-8", errors="replace") as f:
+                backing = f.read().strip()
+        except OSError:
+            continue  # detached meanwhile
+        if backing.startswith(path.rstrip("/") + "/"):
+            found.append(dev.split("/")[3] + " " + backing)
+    return found
+
+
 def _unescape_mountinfo(s):
     return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), s)
 
@@ -606,6 +630,9 @@ class Stack:
             # the root, where the controllers are enabled (the test's unit cgroup holds the
             # test's processes, so it cannot give controllers to sandboxes).
             env["PADDOCK_CGROUP_ROOT"] = self.installed_cgroup_root
+            backend = os.environ.get("PADDOCK_SYSTEST_WORKSPACE_BACKEND")
+            if backend:
+                env["PADDOCK_WORKSPACE_BACKEND"] = backend
         env.update(self.extra_env)
         return env
 
@@ -629,6 +656,23 @@ class Stack:
                 raise RuntimeError(f"{what} was not ready within {START_TIMEOUT:.0f} s\n" + self.logs())
             time.sleep(0.02)
 
+    def render_locations(self):
+        """The shipped locations, with PutFile's body limit raised to a put_max_bytes set
+        above the shipped 100M (as an operator raising it edits that line)."""
+        src = os.path.join(SOURCE_DIR, "nginx", "paddock-locations.conf")
+        put_max = self.extra_env.get("PADDOCK_PUT_MAX_BYTES")
+        if not put_max:
+            return src
+        with open(src, encoding="utf-8") as f:
+            text = f.read()
+        mib = parse_size(put_max) // (1 << 20) + 1
+        assert "client_max_body_size 101m;" in text
+        text = text.replace("client_max_body_size 101m;", f"client_max_body_size {mib}m;")
+        path = os.path.join(self.state_dir, "nginx", "paddock-locations.conf")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        return path
+
     def render_nginx_conf(self):
         with open(os.path.join(SOURCE_DIR, "nginx", "paddock-dev.conf.in"), encoding="utf-8") as f:
             text = f.read()
@@ -638,7 +682,7 @@ class Stack:
             "@LISTEN@": f"127.0.0.1:{self.port}",
             "@STATE_DIR@": self.state_dir,
             "@FCGI_SOCKET@": os.path.join(self.run_dir, "fcgi.sock"),
-            "@LOCATIONS@": os.path.join(SOURCE_DIR, "nginx", "paddock-locations.conf"),
+            "@LOCATIONS@": self.render_locations(),
         }
         for k, v in fields.items():
             text = text.replace(k, v)
@@ -826,6 +870,15 @@ class Stack:
         mounts = mounts_under(self.state_dir)
         if mounts:
             problems.append("mounts left under the state dir: " + ", ".join(mounts[:20]))
+        # A workspace's loop device detaches itself once its last mount is gone (the
+        # sandboxes' namespaces included): a moment after the processes.
+        loops = loops_backed_under(self.state_dir)
+        deadline = time.monotonic() + 5
+        while loops and time.monotonic() < deadline:
+            time.sleep(0.05)
+            loops = loops_backed_under(self.state_dir)
+        if loops:
+            problems.append("loop devices left: " + ", ".join(loops[:20]))
         cgs = cgroups_matching(needles)
         if cgs:
             problems.append("cgroups left: " + ", ".join(cgs[:20]))

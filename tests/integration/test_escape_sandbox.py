@@ -323,7 +323,7 @@ def test_host_kernel_details_are_masked(client, sid):
 def test_mounts_name_no_host_path(stack, client, sid):
     """What the sandbox reads of its mounts names none of paddock's places on the host
     (state dir, lib dir, source tree): its own mounts are file systems of their own (its
-    tmpfs roots, /proc), and paddock's lib dir is a copy on a tmpfs."""
+    tmpfs roots, /proc, the workspace's ext4), and paddock's lib dir is a copy on a tmpfs."""
     res = probe(client, sid, """
         import json
         rows = []
@@ -340,8 +340,10 @@ def test_mounts_name_no_host_path(stack, client, sid):
         # paddock's own mounts are file systems of their own, shown from their roots. (The
         # host's /usr and /etc files show their place on the host's file system, which the
         # host's layout decides: a btrfs subvolume, a container's bind.)
-        if point in ("/", "/opt/paddock", "/workspace", "/tmp", "/dev", "/proc"):
+        if point in ("/", "/opt/paddock", "/tmp", "/dev", "/proc"):
             assert root == "/" and fstype in ("tmpfs", "proc"), line
+        if point == "/workspace":  # workspace_backend = disk: an ext4 on a loop device
+            assert root == "/" and fstype in ("tmpfs", "ext4"), line
     assert any(point == "/opt/paddock" and fstype == "tmpfs" for _, point, fstype, _ in res), res
 
 

@@ -84,9 +84,10 @@ def levelled(log, level):
 
 
 def test_file_systems_past_the_memory_refused(env):
-    """The workspace and /tmp are held in the session's memory: sizes that leave its
+    """A tmpfs workspace and /tmp are held in the session's memory: sizes that leave its
     programs less than program_memory_min_bytes are refused at start, with the figures."""
     env["PADDOCK_WORKSPACE_BYTES"] = "1G"
+    env["PADDOCK_WORKSPACE_BACKEND"] = "tmpfs"
     ready, rc, log = run_daemon([SESSIOND], env)
     assert not ready and rc != 0, log
     assert "workspace_bytes (1073741824)" in log and "memory_max_bytes" in log, log

@@ -90,27 +90,49 @@ static void test_unset_node_name_comes_from_the_host_and_a_set_one_is_checked(vo
 	unsetenv("PADDOCK_NODE_NAME");
 }
 
-/* The file systems (tmpfs, in the session's memory) and the programs' share must fit in
- * memory_max_bytes: the defaults do, and a workspace as large as the memory does not. */
+/* What tmpfs holds in the session's memory, and the programs' share, must fit in
+ * memory_max_bytes: /tmp always, the workspace only with workspace_backend = tmpfs. */
 static void test_file_systems_and_programs_must_fit_in_memory_max(void)
 {
 	char err[512] = "";
 	PaddockConfig c;
 
 	CHECK_EQ_INT(config_load(&c, NULL, err, sizeof(err)), 0);
-	CHECK_LE_INT(c.workspace_bytes + c.tmp_bytes + c.program_memory_min_bytes,
-		     c.memory_max_bytes);
+	CHECK_EQ_STR(c.workspace_backend, "disk");
+	CHECK_LE_INT(c.tmp_bytes + c.program_memory_min_bytes, c.memory_max_bytes);
 	config_free(&c);
 
-	setenv("PADDOCK_WORKSPACE_BYTES", "1G", 1);
+	/* on disk, a workspace far larger than the memory is a normal configuration */
+	setenv("PADDOCK_WORKSPACE_BYTES", "10G", 1);
+	CHECK_EQ_INT(config_load(&c, NULL, err, sizeof(err)), 0);
+	config_free(&c);
+
+	setenv("PADDOCK_WORKSPACE_BACKEND", "tmpfs", 1);
 	CHECK_EQ_INT(config_load(&c, NULL, err, sizeof(err)), -EINVAL);
-	CHECK_CONTAINS(err, "workspace_bytes (1073741824)");
+	CHECK_CONTAINS(err, "workspace_bytes (10737418240)");
 	CHECK_CONTAINS(err, "memory_max_bytes");
+	config_free(&c);
+
+	setenv("PADDOCK_WORKSPACE_BYTES", "512M", 1);
+	CHECK_EQ_INT(config_load(&c, NULL, err, sizeof(err)), 0);
+	config_free(&c);
+
+	unsetenv("PADDOCK_WORKSPACE_BACKEND");
+	setenv("PADDOCK_TMP_BYTES", "1G", 1);
+	CHECK_EQ_INT(config_load(&c, NULL, err, sizeof(err)), -EINVAL);
+	CHECK_CONTAINS(err, "tmp_bytes (1073741824)");
 	config_free(&c);
 
 	setenv("PADDOCK_MEMORY_MAX_BYTES", "2G", 1);
 	CHECK_EQ_INT(config_load(&c, NULL, err, sizeof(err)), 0);
 	config_free(&c);
+
+	setenv("PADDOCK_WORKSPACE_BACKEND", "nfs", 1);
+	CHECK_EQ_INT(config_load(&c, NULL, err, sizeof(err)), -EINVAL);
+	CHECK_CONTAINS(err, "workspace_backend");
+	config_free(&c);
+	unsetenv("PADDOCK_WORKSPACE_BACKEND");
+	unsetenv("PADDOCK_TMP_BYTES");
 	unsetenv("PADDOCK_WORKSPACE_BYTES");
 	unsetenv("PADDOCK_MEMORY_MAX_BYTES");
 }

@@ -412,6 +412,7 @@ int main(void)
 	snprintf(cgroot, sizeof(cgroot), "paddock-test-%d", (int)getpid());
 	setenv("PADDOCK_STATE_DIR", state, 1);
 	setenv("PADDOCK_CGROUP_ROOT", cgroot, 1);
+	setenv("PADDOCK_WORKSPACE_BYTES", "64M", 1); /* the size the workspace template is made */
 	r = config_load(&cfg, NULL, err, sizeof(err));
 	if (r < 0) {
 		fprintf(stderr, "config_load: %s\n", err);
@@ -432,7 +433,7 @@ int main(void)
 		.memory_bytes = MEMORY_BYTES,
 		.pids = 64,
 		.cpu_percent = 100,
-		.workspace_bytes = 64 << 20,
+		.workspace_bytes = cfg.workspace_bytes,
 		.tmp_bytes = 32 << 20,
 		.nofile = cfg.nofile_max,
 	};

@@ -113,6 +113,7 @@ static inline void tu_setup(struct tu *t, const char *name)
 	snprintf(t->cgroot, sizeof(t->cgroot), "paddock-%s-%d", name, (int)getpid());
 	setenv("PADDOCK_STATE_DIR", t->state, 1);
 	setenv("PADDOCK_CGROUP_ROOT", t->cgroot, 1);
+	setenv("PADDOCK_WORKSPACE_BYTES", "16M", 1); /* the size the workspace template is made */
 	r = config_load(&t->cfg, NULL, err, sizeof(err));
 	if (r < 0) {
 		fprintf(stderr, "config_load: %s\n", err);
@@ -130,7 +131,7 @@ static inline void tu_setup(struct tu *t, const char *name)
 		.memory_bytes = 256LL << 20,
 		.pids = 64,
 		.cpu_percent = 100,
-		.workspace_bytes = 16 << 20,
+		.workspace_bytes = t->cfg.workspace_bytes,
 		.tmp_bytes = 8 << 20,
 		.nofile = 256,
 	};

@@ -31,6 +31,22 @@ with open(os.path.join(SHARE, "config.json"), encoding="utf-8") as f:
     CONFIG = json.load(f)
 
 
+def workspace_backend():
+    """The container has no loop devices: tmpfs workspaces, set as docs/operations.md says."""
+    return "tmpfs" if CONFIG["layout"] == "container" else "disk"
+
+
+def set_workspace_backend():
+    """A drop-in for the package's daemon, written before it is installed and started."""
+    if workspace_backend() == "disk":
+        return
+    d = "/etc/systemd/system/paddock-sessiond.service.d"
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "workspace.conf"), "w", encoding="utf-8") as f:
+        f.write("[Service]\nEnvironment=PADDOCK_WORKSPACE_BACKEND=tmpfs\n")
+    subprocess.run(["systemctl", "daemon-reload"], check=True)
+
+
 def env():
     e = dict(os.environ)
     e.update({
@@ -47,6 +63,8 @@ def env():
         "PADDOCK_SYSTEST_NEW": CONFIG["new"],
         "PADDOCK_SYSTEST_ENABLE": CONFIG.get("enable", "paddockctl"),
         "PADDOCK_SYSTEST_LAYOUT": CONFIG["layout"],
+        # What the test stacks beside the package's daemon run with (paddock_stack.py).
+        "PADDOCK_SYSTEST_WORKSPACE_BACKEND": workspace_backend(),
         "PYTHONDONTWRITEBYTECODE": "1",
     })
     return e
@@ -164,6 +182,7 @@ def external_checks():
 
 def phase_install():
     debs = os.path.join(SHARE, "debs")
+    set_workspace_backend()
     run_step("install " + CONFIG["old"],
              ["apt-get", "install", "-y", "-q", os.path.join(debs, CONFIG["old"])])
     lifecycle("test_enable_the_site")

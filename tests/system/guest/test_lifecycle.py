@@ -14,6 +14,7 @@ import pwd
 import sqlite3
 import subprocess
 import sys
+import time
 
 import pytest
 import requests
@@ -307,6 +308,14 @@ def test_after_reboot():
 
 # --- remove and purge ----------------------------------------------------------------------
 
+def loops_left():
+    """The workspaces' loop devices, which detach themselves a moment after their mounts."""
+    deadline = time.monotonic() + 10
+    while (loops := ps.loops_backed_under("/var/lib/paddock")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return [f"loop devices left: {loops[:10]}"] if loops else []
+
+
 def test_remove():
     st = load()
     live = st.get("after_reboot", [])
@@ -321,6 +330,7 @@ def test_remove():
     mounts = ps.mounts_under("/var/lib/paddock")
     if mounts:
         problems.append(f"mounts left under /var/lib/paddock: {mounts[:20]}")
+    problems += loops_left()
     db = "/var/lib/paddock/paddock.db"
     if os.path.exists(db) and live:
         con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
@@ -344,6 +354,7 @@ def test_purge():
     mounts = ps.mounts_under("/var/lib/paddock")
     if mounts:
         problems.append(f"mounts: {mounts[:10]}")
+    problems += loops_left()
     for p in ("/var/lib/paddock", "/run/paddock", "/etc/paddock", "/etc/nginx/sites-enabled/paddock"):
         if os.path.lexists(p):
             problems.append(f"{p} is still there")

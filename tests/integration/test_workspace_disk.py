@@ -1,0 +1,213 @@
+# SPDX-License-Identifier: MIT
+"""Workspaces on disk (workspace_backend = disk, the default): each session's /workspace is an
+ext4 file system of its own on a loop device, sized by workspace_bytes and independent of
+memory_max_bytes. Writing files is never an OOM kill, past the size it is ENOSPC, a 1 GiB
+file goes up and down through a 512 MiB session without either paddock process growing,
+and no loop device, mount or image outlives its session: destroyed, after a crash of
+sessiond, or a restart."""
+
+import hashlib
+import os
+import signal
+import tempfile
+
+import pytest
+import requests
+
+import paddock_stack as ps
+
+MiB = 1 << 20
+GiB = 1 << 30
+
+# A session with half a GiB of memory and four times that of workspace.
+BIG = {
+    "PADDOCK_MEMORY_MAX_BYTES": "512M",
+    "PADDOCK_WORKSPACE_BYTES": "2G",
+    "PADDOCK_PUT_MAX_BYTES": "1100M",
+    "PADDOCK_EXEC_TIMEOUT_DEFAULT": "300",
+}
+# No warm pool, so that every loop device and mount belongs to a session the test made.
+COUNTED = {"PADDOCK_POOL_SIZE": "0", "PADDOCK_WORKSPACE_BYTES": "64M"}
+
+
+@pytest.fixture(scope="module")
+def big(stacks):
+    return ps.Client(stacks.get("wsdisk-big", BIG), timeout=600)
+
+
+@pytest.fixture(scope="module")
+def counted(stacks):
+    return ps.Client(stacks.get("wsdisk-counted", COUNTED))
+
+
+def workspace_loops(stack):
+    return ps.loops_backed_under(os.path.join(stack.state_dir, "workspaces"))
+
+
+def workspace_mounts(stack):
+    return ps.mounts_under(os.path.join(stack.state_dir, "workspaces"))
+
+
+def test_the_workspace_is_an_empty_file_system_of_its_own_size(big):
+    sid = big.new_session()
+    try:
+        r = big.bash(sid, "stat -f -c '%T %b %S' /workspace; ls -A /workspace; "
+                          "stat -c '%U %a' /workspace; ls /dev | grep -c '^loop' || true")
+        assert r.rc == 0, r
+        fstype, blocks, bsize = r.stdout.splitlines()[0].split()
+        assert fstype == "ext2/ext3", r.stdout  # what stat -f calls ext4
+        size = int(blocks) * int(bsize)
+        assert 0.98 * 2 * GiB <= size <= 1.02 * 2 * GiB, size
+        lines = r.stdout.splitlines()[1:]
+        assert lines[0].split()[1] == "700" and lines[0].split()[0] != "root", lines  # no lost+found
+        assert lines[1] == "0", "the sandbox sees no loop device"
+    finally:
+        big.destroy(sid)
+
+
+def test_writing_more_than_the_memory_is_no_oom_kill(big):
+    """900 MiB written in a 512 MiB session: page cache the kernel writes back, not memory
+    the session holds. With a tmpfs workspace this is an OOM kill."""
+    sid = big.new_session()
+    try:
+        r = big.bash(sid, "dd if=/dev/zero of=/workspace/big bs=1M count=900 status=none && "
+                          "stat -c %s /workspace/big")
+        assert r.rc == 0 and r.stdout == f"{900 * MiB}\n", r
+        assert "ran out of memory" not in r.stderr, r
+        # The memory is still the programs': 300 MiB more, in the same session.
+        r = big.run(sid, "b = bytearray(300 << 20)\nb[-1] = 1\nprint(len(b) >> 20)")
+        assert r.rc == 0 and r.stdout == "300\n" and "ran out of memory" not in r.stderr, r
+    finally:
+        big.destroy(sid)
+
+
+def test_past_workspace_bytes_is_enospc_and_deleting_gives_it_back(counted):
+    sid = counted.new_session()
+    try:
+        r = counted.bash(sid, "dd if=/dev/zero of=/workspace/fill bs=1M count=100 status=none")
+        assert r.rc != 0 and "No space left on device" in r.stderr, r
+        r = counted.bash(sid, "stat -c %s /workspace/fill; rm /workspace/fill; "
+                              "dd if=/dev/zero of=/workspace/again bs=1M count=32 status=none "
+                              "&& echo ok")
+        first, second = r.stdout.split()
+        assert 63 * MiB <= int(first) <= 65 * MiB and second == "ok", r
+        r = counted.run(sid, "print('alive')")
+        assert r.stdout == "alive\n", r
+    finally:
+        counted.destroy(sid)
+
+
+def _hwm_kib(pid):
+    with open(f"/proc/{pid}/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    raise AssertionError(f"no VmHWM for {pid}")
+
+
+def _paddock_pids(stack):
+    """sessiond, the worker and the worker's processes."""
+    roots = [stack.procs["paddock-sessiond"].pid, stack.procs["paddock-fcgi"].pid]
+    return roots + list(ps.descendants([roots[1]]))
+
+
+def _write_upload(path, size, boundary):
+    """A multipart PutFile body on disk (the test holds none of it in memory), and the
+    sha256 of its file part: 1 MiB blocks that all differ."""
+    digest = hashlib.sha256()
+    with open(path, "wb") as f:
+        f.write(f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; "
+                f"filename=\"big.bin\"\r\nContent-Type: application/octet-stream\r\n\r\n"
+                .encode())
+        seed = os.urandom(MiB)
+        for i in range(size // MiB):
+            block = i.to_bytes(8, "little") + seed[8:]
+            digest.update(block)
+            f.write(block)
+        f.write(f"\r\n--{boundary}--\r\n".encode())
+    return digest.hexdigest()
+
+
+@pytest.mark.skipif(ps.INSTALLED, reason="3 GiB moved and hashed: minutes in the VM under TCG")
+def test_a_gib_file_up_and_down_through_a_half_gib_session(big):
+    stack = big.stack
+    sid = big.new_session()
+    boundary = "paddock" + os.urandom(8).hex()
+    try:
+        with tempfile.TemporaryDirectory(dir="/var/tmp") as tmp:
+            body = os.path.join(tmp, "body")
+            want = _write_upload(body, GiB, boundary)
+            pids = _paddock_pids(stack)
+            before = {p: _hwm_kib(p) for p in pids}
+            with open(body, "rb") as f:
+                resp = requests.post(
+                    f"{stack.base_url}/sessions/{sid}/files", data=f, timeout=600,
+                    headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+            assert resp.status_code == 201, resp.text
+            assert resp.json()["size_bytes"] == GiB, resp.text
+
+        r = big.bash(sid, "sha256sum big.bin")
+        assert r.rc == 0 and r.stdout.split()[0] == want, r
+
+        got = hashlib.sha256()
+        n = 0
+        with requests.get(f"{stack.base_url}/sessions/{sid}/files",
+                          params={"path": "big.bin"}, stream=True,
+                          timeout=600) as resp:
+            assert resp.status_code == 200, resp.text
+            for chunk in resp.iter_content(MiB):
+                got.update(chunk)
+                n += len(chunk)
+        assert n == GiB and got.hexdigest() == want
+
+        after = {p: _hwm_kib(p) for p in pids if os.path.exists(f"/proc/{p}")}
+        grown = {p: (after[p] - before[p]) // 1024 for p in after}
+        assert max(grown.values()) < 64, f"peak RSS grew (MiB, by pid): {grown}"
+    finally:
+        big.destroy(sid)
+
+
+def _wait_none_left(stack, what):
+    """No loop device, mount or directory of a workspace (a session's end removes them off
+    the daemon's loop, a moment after its DELETE is answered)."""
+    top = os.path.join(stack.state_dir, "workspaces")
+    ps.wait_for(lambda: not workspace_loops(stack) and not workspace_mounts(stack)
+                and not os.listdir(top), 10,
+                f"no loop device, mount or directory left {what}: {workspace_loops(stack)} "
+                f"{workspace_mounts(stack)} {os.listdir(top)}")
+
+
+def test_nothing_outlives_a_session(counted):
+    stack = counted.stack
+    _wait_none_left(stack, "before")
+    sids = [counted.new_session() for _ in range(3)]
+    for i, sid in enumerate(sids):
+        counted.bash(sid, f"echo {i} > /workspace/mark")
+    loops = workspace_loops(stack)
+    assert len(loops) == 3 and all("(deleted)" in l or "#" in l for l in loops), \
+        f"one loop device per session, on an unnamed file: {loops}"
+    assert len(workspace_mounts(stack)) == 3
+    for sid in sids:
+        counted.destroy(sid)
+    _wait_none_left(stack, "after destroy")
+
+
+def test_a_crash_keeps_workspaces_and_cleanup_frees_them(counted):
+    """sessiond killed: the sessions and their files are adopted by the next daemon; a
+    session whose sandbox died meanwhile is cleaned at start, its device freed."""
+    stack = counted.stack
+    kept, lost = counted.new_session(), counted.new_session()
+    counted.bash(kept, "echo kept > /workspace/mark")
+    counted.bash(lost, "echo lost > /workspace/mark")
+    lost_name = stack.sandbox_name(lost)
+    stack.kill9("paddock-sessiond")
+    init = [p for p in ps.processes_in_cgroups_matching([lost_name])]
+    assert init, "the lost session's sandbox is running"
+    for desc in init:
+        os.kill(int(desc.split()[0]), signal.SIGKILL)
+    stack.restart("paddock-sessiond")
+    assert counted.bash(kept, "cat /workspace/mark").stdout == "kept\n"
+    ps.wait_for(lambda: len(workspace_loops(stack)) == 1, 10,
+                f"only the kept session's device: {workspace_loops(stack)}")
+    counted.destroy(kept)
+    _wait_none_left(stack, "after the crash")
