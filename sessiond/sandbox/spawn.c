@@ -160,7 +160,8 @@ static _Noreturn void child_fail(struct child_args *a, unsigned step, int err)
  * The daemon's fds (its listening socket, its workers' connections) go at once rather than
  * at exec: a child of a daemon that died mid-build would hold them for as long as it sets
  * up, workers waiting for replies on connections no one serves. The state dir's lock
- * stays (sandbox_env_keep_in_child), and the workspace template until it is copied. Kernels before 5.9 lack close_range: exec closes them.
+ * stays (sandbox_env_keep_in_child), and so does the workspace template until it is
+ * copied. Kernels before 5.9 lack close_range: exec closes them.
  */
 static void close_inherited_in_child(const struct child_args *a)
 {
