@@ -26,6 +26,11 @@ packages=(
 	# their disk image, and the HAProxy front of the two-node test
 	mmdebstrap systemd-container qemu-system-x86 e2fsprogs haproxy
 )
+# the package set sessions' code expects: the Debian names in packaging/package-set (the
+# .deb recommends the same), since sessions see this host's /usr
+mapfile -t package_set < <(awk '/^[^#]/ && $4 != "-" { print $4 }' \
+	"$(dirname "$0")/../packaging/package-set")
+packages+=("${package_set[@]}")
 
 if [ "$(id -u)" -ne 0 ]; then
 	echo "deps.sh: run as root (it installs packages and creates a system user)" >&2

@@ -13,6 +13,7 @@
 #include "config.h"
 #include "http/client.h"
 #include "http/route.h"
+#include "code/package_set.h"
 
 /* The plane's route table (code.c): the handlers below. */
 extern const RouteTable code_routes;
@@ -27,6 +28,14 @@ enum code_tier {
 	CODE_TIER_KERNEL,   /* harness_kernel.py, IPython in the sandbox */
 	CODE_TIER_ENDPOINT, /* harness_endpoint.py, a bridge to jupyter_endpoint's kernels */
 };
+
+/* One entry of the package set as the probe found it on the host, whose /usr the sandboxes
+ * see. */
+typedef struct CodePackage {
+	const CodePackageSpec *spec; /* its line of packaging/package-set */
+	bool found;		     /* the module is on python_bin's path / the command on PATH */
+	char version[32];	     /* from its metadata or its --version; "" when unknown */
+} CodePackage;
 
 /* The probe's findings, computed once per worker process and read-only afterwards. */
 typedef struct CodeRuntimes {
@@ -45,6 +54,8 @@ typedef struct CodeRuntimes {
 	char node_missing[512];	  /* why JavaScript cannot run, "" when it can */
 	char kernel_missing[512]; /* why there is no kernel tier, "" when there is */
 	char warnings[3][384];	  /* settings we cannot honour, "" when unused */
+	CodePackage *packages;	  /* code_package_set as found; NULL when out of memory */
+	size_t n_packages;	  /* entries in packages */
 } CodeRuntimes;
 
 /* Start the probe in the background so the first request rarely waits for it. */

@@ -98,6 +98,37 @@ static json_object *languages_list(const PaddockConfig *cfg, const CodeRuntimes 
 	return a;
 }
 
+/* One entry of the package set: what it is, whether the sandboxes have it and at which
+ * version, and the Debian package that brings it (null where Debian has none). */
+static json_object *package_entry(const CodePackage *p)
+{
+	const CodePackageSpec *s = p->spec;
+	json_object *o = json_object_new_object();
+
+	if (!o || json_set(o, "name", json_object_new_string(s->name)) < 0 ||
+	    json_set(o, "kind", json_object_new_string(s->tool ? "tool" : "python")) < 0 ||
+	    (!s->tool && json_set(o, "import", json_object_new_string(s->module)) < 0) ||
+	    json_set(o, "available", json_object_new_boolean(p->found)) < 0 ||
+	    json_set_string_or_null(o, "version", p->found && p->version[0] ? p->version : NULL) <
+		    0 ||
+	    json_set_string_or_null(o, "debian_package", s->debian) < 0) {
+		json_object_put(o);
+		return NULL;
+	}
+	return o;
+}
+
+/* The package set as the probe found it, in packaging/package-set's order. */
+static json_object *packages_list(const CodeRuntimes *rt)
+{
+	json_object *a = json_object_new_array();
+
+	for (size_t i = 0; a && i < rt->n_packages; i++)
+		if (json_append(a, package_entry(&rt->packages[i])) < 0)
+			json_putp(&a);
+	return a;
+}
+
 /* Warm sandboxes waiting in sessiond's pools (native and kernel); 0 when it cannot say. */
 static int64_t prewarmed(ReqCtx *rq)
 {
@@ -133,7 +164,8 @@ void code_info(ReqCtx *rq)
 		    0 ||
 	    json_set(d, "default_timeout", json_object_new_int64(cfg->exec_timeout_default)) < 0 ||
 	    json_set(d, "max_timeout", json_object_new_int64(cfg->exec_timeout_max)) < 0 ||
-	    json_set(d, "prewarmed", json_object_new_int64(prewarmed(rq))) < 0) {
+	    json_set(d, "prewarmed", json_object_new_int64(prewarmed(rq))) < 0 ||
+	    json_set(d, "packages", packages_list(rt)) < 0) {
 		json_object_put(d);
 		code_fail(rq, 500, "out of memory");
 		return;

@@ -67,6 +67,42 @@ static const char endpoint_probe[] =
 	"    print('did not answer:', getattr(e, 'reason', e))\n"
 	"    sys.exit(5)\n";
 
+/*
+ * Finds each entry of the package set without importing it (scikit-learn alone takes a
+ * second to import): a module by importlib's finder, its version from its distribution's
+ * metadata; a command on PATH, its version from the first line of its --version. argv[1]
+ * holds the entries, blank-separated, as "python:<name>:<module>" or "tool:<name>"; it
+ * prints one line per entry: "<index> 1 <version>" (the version may be empty) or
+ * "<index> 0". The index keeps a stray line on stderr (a warning) from shifting the rest.
+ */
+static const char packages_probe[] =
+	"import importlib.metadata, importlib.util, re, shutil, subprocess, sys\n"
+	"def python(name, module):\n"
+	"    try:\n"
+	"        if importlib.util.find_spec(module) is None:\n"
+	"            return None\n"
+	"    except (ImportError, ValueError):\n"
+	"        return None\n"
+	"    try:\n"
+	"        return importlib.metadata.version(name)\n"
+	"    except Exception:\n"
+	"        return ''\n"
+	"def tool(name):\n"
+	"    path = shutil.which(name)\n"
+	"    if path is None:\n"
+	"        return None\n"
+	"    try:\n"
+	"        r = subprocess.run([path, '--version'], capture_output=True, text=True,\n"
+	"                           errors='replace', timeout=5)\n"
+	"        m = re.search(r'[0-9]+(\\.[0-9]+)+', (r.stdout or r.stderr).split('\\n')[0])\n"
+	"        return m.group(0) if m else ''\n"
+	"    except Exception:\n"
+	"        return ''\n"
+	"for i, entry in enumerate(sys.argv[1].split()):\n"
+	"    kind, _, rest = entry.partition(':')\n"
+	"    v = python(*rest.split(':')) if kind == 'python' else tool(rest)\n"
+	"    print(i, '0' if v is None else '1 ' + v)\n";
+
 static CodeRuntimes runtimes;
 static char endpoint_note[384]; /* what the endpoint probe found, for the warnings */
 static const PaddockConfig *probe_cfg;
@@ -224,6 +260,76 @@ static void probe_node(const PaddockConfig *cfg, CodeRuntimes *rt)
 	version_from(out, rt->node_version, sizeof(rt->node_version));
 }
 
+/* packages_probe's argument: the whole set in one string. */
+static int packages_probe_arg(char *buf, size_t len)
+{
+	size_t used = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < code_package_set_count; i++) {
+		const CodePackageSpec *s = &code_package_set[i];
+		int n = s->tool ? snprintf(buf + used, len - used, "tool:%s ", s->name) :
+				  snprintf(buf + used, len - used, "python:%s:%s ", s->name,
+					   s->module);
+
+		if (n < 0 || (size_t)n >= len - used)
+			return -ENAMETOOLONG;
+		used += (size_t)n;
+	}
+	return 0;
+}
+
+/* Fill the entries from packages_probe's lines; an entry without a line stays absent. */
+static void packages_parse(char *out, CodePackage *pkgs, size_t n)
+{
+	char *save = NULL;
+
+	for (char *line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *end;
+		unsigned long i = strtoul(line, &end, 10);
+
+		if (end == line || i >= n || strncmp(end, " 1", 2) != 0)
+			continue;
+		pkgs[i].found = true;
+		if (end[2] == ' ')
+			snprintf(pkgs[i].version, sizeof(pkgs[i].version), "%s", end + 3);
+	}
+}
+
+/*
+ * What of the package set the sandboxes will find: they see the host's /usr, so the host's
+ * python_bin and PATH answer for them. One run for the whole set, once per worker, so
+ * /v1/code/info costs no probe.
+ */
+static void probe_packages(const PaddockConfig *cfg, CodeRuntimes *rt)
+{
+	char arg[4096], out[4096];
+	char *const argv[] = { cfg->python_bin, "-I", "-c", (char *)packages_probe, arg, NULL };
+	size_t n = code_package_set_count;
+	int r;
+
+	rt->packages = calloc(n, sizeof(*rt->packages));
+	if (!rt->packages)
+		return;
+	rt->n_packages = n;
+	for (size_t i = 0; i < n; i++)
+		rt->packages[i].spec = &code_package_set[i];
+	if (!rt->python_ok)
+		return;
+	if (packages_probe_arg(arg, sizeof(arg)) < 0) {
+		log_warn("code plane: the package set is too long for its probe's argument");
+		return;
+	}
+	r = run_probe(argv, out, sizeof(out));
+	if (r < 0) {
+		out[strcspn(out, "\n")] = '\0';
+		log_warn("code plane: cannot tell which of the package set is installed (%s): %s",
+			 r == -ETIMEDOUT ? "the probe timed out" : "the probe failed", out);
+		return;
+	}
+	packages_parse(out, rt->packages, n);
+}
+
 /* The selection ladder: kernel when IPython imports, else native; code_backend pins one. */
 static void pick_tier(const PaddockConfig *cfg, CodeRuntimes *rt)
 {
@@ -331,6 +437,7 @@ static void probe_run(void)
 	pthread_mutex_unlock(&probe_cfg_lock);
 	probe_python(cfg, rt);
 	probe_node(cfg, rt);
+	probe_packages(cfg, rt);
 	pick_tier(cfg, rt);
 	probe_endpoint(cfg, rt);
 	note_warnings(cfg, rt);

@@ -22,6 +22,7 @@ import time
 import pytest
 import requests
 
+import package_set
 import paddock_stack as ps
 
 PKG = "paddock"
@@ -37,6 +38,23 @@ BUILD_TIMEOUT = 420
 def installed(pkg):
     r = subprocess.run(["dpkg-query", "-W", "-f=${Status}", pkg], capture_output=True, text=True)
     return r.returncode == 0 and r.stdout.endswith("ok installed")
+
+
+def essential(pkg):
+    r = subprocess.run(["dpkg-query", "-W", "-f=${Essential}", pkg], capture_output=True, text=True)
+    return r.returncode == 0 and r.stdout == "yes"
+
+
+def check_recommends(deb):
+    """The .deb recommends packaging/package-set's Debian names (bar the Essential ones,
+    which debian/rules leaves out)."""
+    out = subprocess.run(["dpkg-deb", "-f", deb, "Recommends"], capture_output=True, text=True,
+                         check=True).stdout
+    recommended = {alt.strip() for rel in out.split(",") for alt in rel.split("|")}
+    want = [e.debian for e in package_set.load() if e.debian and not essential(e.debian)]
+    missing = [p for p in want if p not in recommended]
+    assert not missing, f"the package set's Debian packages not recommended: {missing}\n{out}"
+    assert not [p for p in recommended if essential(p)], f"Essential packages recommended: {out}"
 
 
 def preconditions():
@@ -204,6 +222,7 @@ def test_deb_install_serve_purge():
                                text=True, timeout=180)
             errors = [l for l in r.stdout.splitlines() if l.startswith("E:")]
             assert not errors, "lintian errors:\n" + "\n".join(errors)
+        check_recommends(deb)
 
         contents = subprocess.run(["dpkg-deb", "-c", deb], capture_output=True, text=True,
                                   check=True).stdout

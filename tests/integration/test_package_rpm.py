@@ -12,6 +12,7 @@ import tempfile
 
 import pytest
 
+import package_set
 import paddock_stack as ps
 
 BUILD_TIMEOUT = 420
@@ -73,6 +74,10 @@ def test_requires(rpm_file):
         assert re.search(rf"^{re.escape(r)}( .*)?$", req, re.M), f"{r} not required:\n{req}"
     rec = rpmq(rpm_file, "--recommends")
     assert "nginx" in rec.split()
+    # The spec lists packaging/package-set's Fedora column by hand: the two must agree.
+    want = [e.fedora for e in package_set.load() if e.fedora]
+    missing = [name for name in want if name not in rec.split()]
+    assert not missing, f"the package set's Fedora names not recommended: {missing}\n{rec}"
 
 
 def test_scripts(rpm_file):

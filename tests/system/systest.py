@@ -62,7 +62,9 @@ CONTAINER_SUITES = [s for s in VM_SUITES if s not in VM_ONLY_SUITES] + [
     "test_escape_files.py", "test_escape_sandbox.py", "test_harness_endpoint.py",
     "test_http_hostile.py", "test_limits_bystander.py", "test_limits_daemon_memory.py",
     "test_multinode.py", "test_paddockctl.py", "test_stress.py", "test_file_names.py",
-    "test_file_states.py", "test_limits_create_busy.py", "test_otari_lookup_health.py"]
+    "test_file_states.py", "test_limits_create_busy.py", "test_otari_lookup_health.py",
+    # the set the .deb recommends, as the guest image installed it from the package
+    "test_package_set.py"]
 
 TIMEOUTS = {"container": 900, "vm": 1500}  # seconds of one guest run, reboot included
 SHUTDOWN_MAX = 10.0
