@@ -1080,8 +1080,10 @@ class Bench:
         back with the host's page cache dropped."""
         def run(cmd):
             body = json.loads(h.exec(sid, {"tool": "bash_code_execution", "input": {"command": cmd}}))
-            out = body["result_block"]["content"]["stdout"].strip()
-            return int(out) / 1e9
+            content = body["result_block"]["content"]
+            assert content["return_code"] == 0, content
+            out = content["stdout"].strip()
+            return int(out) / 1e9 if out else None
         w = run(self.WS_WRITE.format(path="/workspace/io", mib=mib))
         drop_caches()
         r = run(self.WS_READ.format(path="/workspace/io"))

@@ -326,11 +326,6 @@ static int check_memory_room(PaddockConfig *c, char *err, size_t errlen)
 	bool ws_in_memory = strcmp(c->workspace_backend, "tmpfs") == 0;
 	int64_t held = c->tmp_bytes + (ws_in_memory ? c->workspace_bytes : 0);
 
-	if (!ws_in_memory && strcmp(c->workspace_backend, "disk") != 0) {
-		snprintf(err, errlen, "workspace_backend: expected disk or tmpfs, got '%s'",
-			 c->workspace_backend);
-		return -EINVAL;
-	}
 	if (held + c->program_memory_min_bytes <= c->memory_max_bytes)
 		return 0;
 	if (ws_in_memory)
@@ -349,9 +344,21 @@ static int check_memory_room(PaddockConfig *c, char *err, size_t errlen)
 	return -EINVAL;
 }
 
+static int check_workspace_backend(const PaddockConfig *c, char *err, size_t errlen)
+{
+	if (strcmp(c->workspace_backend, "disk") == 0 || strcmp(c->workspace_backend, "tmpfs") == 0)
+		return 0;
+	snprintf(err, errlen, "workspace_backend: expected disk or tmpfs, got '%s'",
+		 c->workspace_backend);
+	return -EINVAL;
+}
+
 static int check_relations(PaddockConfig *c, char *err, size_t errlen)
 {
-	int r = check_memory_room(c, err, errlen);
+	int r = check_workspace_backend(c, err, errlen);
+
+	if (r == 0)
+		r = check_memory_room(c, err, errlen);
 
 	if (r < 0)
 		return r;

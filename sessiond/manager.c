@@ -203,9 +203,10 @@ int manager_new(const PaddockConfig *cfg, Loop *loop, int lock_wait_ms, Manager 
 	}
 	sandbox_env_keep_in_child(m->env, m->lock_fd);
 	m->pool_warm_max = pool_warm_max(cfg);
-	log_info("cgroup %s; sessions up to %lld; %zu pool sandboxes warming at once",
-		 sandbox_env_cgroup_version(m->env), (long long)cfg->max_sessions,
-		 m->pool_warm_max);
+	log_info("cgroup %s; workspaces on %s; sessions up to %lld; %zu pool sandboxes warming "
+		 "at once",
+		 sandbox_env_cgroup_version(m->env), sandbox_env_workspace_backend(m->env),
+		 (long long)cfg->max_sessions, m->pool_warm_max);
 	adopt_or_clean(m);
 	r = loop_add_timer(loop, (uint64_t)cfg->reclaim_interval_ms, on_reclaim, m, &m->reclaim);
 	if (r < 0)

@@ -351,12 +351,32 @@ int mount_dev_in_child(struct child_args *a)
  * other processes, physical memory maps. Each reads as empty (/dev/null on top).
  */
 static const char *const proc_masked_files[] = {
-	"proc/kcore",	    "proc/keys",	  "proc/key-users",   "proc/timer_list",
-	"proc/timer_stats", "proc/latency_stats", "proc/sched_debug", "proc/sysrq-trigger",
-	"proc/cmdline",	    "proc/config.gz",	  "proc/bootconfig",  "proc/kallsyms",
-	"proc/kmsg",	    "proc/modules",	  "proc/vmallocinfo", "proc/slabinfo",
-	"proc/iomem",	    "proc/ioports",	  "proc/kpagecount",  "proc/kpageflags",
-	"proc/kpagecgroup", "proc/mtrr",
+	"proc/kcore",
+	"proc/keys",
+	"proc/key-users",
+	"proc/timer_list",
+	"proc/timer_stats",
+	"proc/latency_stats",
+	"proc/sched_debug",
+	"proc/sysrq-trigger",
+	"proc/cmdline",
+	"proc/config.gz",
+	"proc/bootconfig",
+	"proc/kallsyms",
+	"proc/kmsg",
+	"proc/modules",
+	"proc/vmallocinfo",
+	"proc/slabinfo",
+	"proc/iomem",
+	"proc/ioports",
+	"proc/kpagecount",
+	"proc/kpageflags",
+	"proc/kpagecgroup",
+	"proc/mtrr",
+	/* every block device's I/O counters and sizes: with workspaces on loop devices,
+	 * other sessions' activity */
+	"proc/diskstats",
+	"proc/partitions",
 };
 
 /* Directories of host hardware and drivers: an empty read-only directory on top. */
@@ -365,6 +385,8 @@ static const char *const proc_masked_dirs[] = {
 	"proc/asound",
 	"proc/scsi",
 	"proc/driver",
+	/* file systems' internals: /proc/fs/ext4/loopN shows each session's workspace */
+	"proc/fs",
 };
 
 static int mask_dir(const char *dir)
@@ -381,7 +403,6 @@ int mount_proc_in_child(struct child_args *a)
 		"proc/sys",
 		"proc/irq",
 		"proc/bus",
-		"proc/fs",
 	};
 	int r;
 

@@ -14,7 +14,6 @@
 #include "sandbox.h"
 
 #define CGROUP_HIER_MAX 8
-#define WS_EXTENTS_MAX 64
 #define CGROUP_ROOT "/sys/fs/cgroup"
 
 /* Controllers paddock uses, as bits of CgroupHier.ctrls. */
@@ -61,7 +60,7 @@ struct SandboxEnv {
 	int64_t ws_image_bytes;		    /* its size: that and its metadata */
 	struct ws_extent {
 		int64_t off, len;
-	} ws_extents[WS_EXTENTS_MAX]; /* where the template holds data */
+	} * ws_extents; /* where the template holds data */
 	size_t n_ws_extents;
 };
 
@@ -251,6 +250,8 @@ int workspace_create_in_child(struct child_args *a);
 int ws_disk_env_setup(SandboxEnv *env, const PaddockConfig *cfg);
 void ws_disk_env_clear(SandboxEnv *env);
 int ws_disk_create_in_child(struct child_args *a);
+/* Drop what a workspace mounted at path has not written, before it is unmounted for good. */
+void ws_disk_shut_down(const char *path);
 int workspace_list_ids(const SandboxEnv *env, char ***ids, size_t *n, size_t *cap);
 
 /* Append a copy of id to a growing array unless it is already there. */

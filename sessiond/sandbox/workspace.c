@@ -49,6 +49,8 @@ int workspace_destroy(const SandboxEnv *env, const char *id)
 	r = workspace_path(env, id, path, sizeof(path));
 	if (r < 0)
 		return r;
+	if (env->ws_disk)
+		ws_disk_shut_down(path);
 	/* EINVAL: not a mount point (already detached); the directory may still be there. */
 	if (umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) < 0 && errno != EINVAL && errno != ENOENT) {
 		r = -errno;

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Workspaces on disk: each session's /workspace is its own ext4 file system, the size of
- * workspace_bytes, in an unnamed sparse file of the state directory, on a loop device.
+ * Workspaces on disk: each session's /workspace is its own ext4 file system, holding
+ * workspace_bytes of files, in an unnamed sparse file of the state directory, on a loop
+ * device.
  *
  * Why this shape: the kernel enforces the size (a full workspace is ENOSPC), the pages of
  * its files are page cache the session's memory cgroup can reclaim (writing files never
@@ -13,33 +14,50 @@
  * the workspace everywhere frees the device, and with it the file and its blocks.
  *
  * The file system is made once per daemon start, by mke2fs, into a template held open;
- * each session copies the template's few hundred KiB of metadata (its data extents, read
- * once here) into a fresh sparse file of the same size. That copy, the loop device and the
- * mount happen in the spawn child, off the daemon's loop, like the rest of a sandbox.
+ * each session copies the template's metadata (about 130 KiB: its data extents, read once
+ * here) into a fresh sparse file of the same size. That copy, the loop device and the mount
+ * happen in the spawn child, off the daemon's loop, like the rest of a sandbox.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <linux/loop.h>
+#include <linux/magic.h>
 
 #include "cleanup.h"
 #include "sandbox_internal.h"
 
-extern char **environ;
-
 /* Loop devices another spawn took between LOOP_CTL_GET_FREE and LOOP_CONFIGURE. */
 #define LOOP_TRIES 32
-/* discard: deleting files punches holes in the image, so the host gets the space back. */
-#define WS_MOUNT_OPTS "discard,noinit_itable"
+#define LOOP_MAJOR 7
+/* What a template may hold: its metadata is about 130 KiB for 512 MiB, a few MiB at 1 TiB. */
+#define TEMPLATE_DATA_MAX (64 << 20)
+/*
+ * nobarrier: a workspace is not kept across a crash of the host, so its flushes would buy
+ * nothing, and each would make the host's file system commit (sandboxed code calling
+ * fsync in a loop could keep the host's disk busy). No discard: freeing blocks would wait
+ * on the host's file system for each deleted file; the image keeps at most its peak use,
+ * within workspace_bytes, and all of it goes when the session ends. errors=remount-ro: a
+ * write the host cannot store (its file system full) stops the workspace, not the host.
+ */
+#define WS_MOUNT_OPTS "noinit_itable,nobarrier,errors=remount-ro"
 #define WS_PROBE_DIR ".disk-probe"
+
+/* ext4's "shut down, drop what is not written" (linux/ext4.h is not exported). */
+#define EXT4_IOC_SHUTDOWN _IOR('X', 125, uint32_t)
+#define EXT4_GOING_FLAGS_NOLOGFLUSH 0x2
 
 static const char *const mke2fs_paths[] = { "/usr/sbin/mke2fs", "/sbin/mke2fs" };
 
@@ -67,6 +85,7 @@ static int loop_attach(int image_fd, bool read_only, char dev[32])
 {
 	struct loop_config lc = {
 		.fd = (uint32_t)image_fd,
+		.block_size = 4096, /* the file system's: direct I/O on 4Kn disks too */
 		.info.lo_flags = LO_FLAGS_AUTOCLEAR | LO_FLAGS_DIRECT_IO |
 				 (read_only ? LO_FLAGS_READ_ONLY : 0),
 	};
@@ -75,7 +94,7 @@ static int loop_attach(int image_fd, bool read_only, char dev[32])
 	ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
 	if (ctl < 0)
 		return -errno;
-	for (int i = 0; i < LOOP_TRIES && r == -EBUSY; i++) {
+	for (int i = 0; i < LOOP_TRIES && (r == -EBUSY || r == -ENXIO); i++) {
 		int n = ioctl(ctl, LOOP_CTL_GET_FREE);
 		int fd;
 
@@ -86,8 +105,8 @@ static int loop_attach(int image_fd, bool read_only, char dev[32])
 		loop_dev_path(dev, (unsigned)n);
 		fd = open(dev, (read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC);
 		if (fd < 0) {
-			r = -errno;
-			break;
+			r = -errno; /* ENXIO: removed meanwhile; take the next */
+			continue;
 		}
 		if (ioctl(fd, LOOP_CONFIGURE, &lc) == 0) {
 			close(ctl);
@@ -130,15 +149,6 @@ static int image_new(const SandboxEnv *env)
 	return fd;
 }
 
-/* ext4 makes lost+found at its root; a workspace starts empty. */
-static void remove_lost_found(const char *root)
-{
-	char path[PATH_MAX];
-
-	if (path_join(path, sizeof(path), root, "lost+found") == 0)
-		(void)rmdir(path);
-}
-
 /* Mount a new copy of the template at a->workspace, a directory it makes (an existing one
  * is a caller bug, and left as it was). */
 static int mount_new_image(struct child_args *a)
@@ -160,8 +170,6 @@ static int mount_new_image(struct child_args *a)
 		r = -errno;
 	if (r < 0)
 		(void)umount2(a->workspace, MNT_DETACH);
-	else
-		remove_lost_found(a->workspace);
 	close(loop); /* with the mount its only user, AUTOCLEAR frees it at the last unmount */
 	return r;
 }
@@ -170,7 +178,7 @@ int ws_disk_create_in_child(struct child_args *a)
 {
 	int r;
 
-	/* The template is made for one size; a different one would need its own. */
+	/* The template is made for one size, the configured one; sessiond asks for no other. */
 	if (a->limits.workspace_bytes != a->env->ws_workspace_bytes)
 		return -EINVAL;
 	if (mkdir(a->workspace, 0700) < 0)
@@ -181,21 +189,61 @@ int ws_disk_create_in_child(struct child_args *a)
 	return r;
 }
 
-/* Run mke2fs on fd, as /proc/self/fd/3 of the child. */
+/*
+ * A workspace that is going away: its unwritten pages are dropped rather than written
+ * through the loop device into an image about to be freed. Only a loop-backed file system
+ * mounted right there is touched (the fd pins which one), never the state directory's own.
+ */
+void ws_disk_shut_down(const char *path)
+{
+	struct stat st, parent;
+	uint32_t how = EXT4_GOING_FLAGS_NOLOGFLUSH;
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	if (fstat(fd, &st) == 0 && fstatat(fd, "..", &parent, 0) == 0 &&
+	    st.st_dev != parent.st_dev && major(st.st_dev) == LOOP_MAJOR)
+		(void)ioctl(fd, EXT4_IOC_SHUTDOWN, &how);
+	close(fd);
+}
+
+/* "exit status 1", "killed by signal 9": what a wait status says. */
+static void describe_status(int status, char *buf, size_t len)
+{
+	if (WIFEXITED(status))
+		snprintf(buf, len, "exit status %d", WEXITSTATUS(status));
+	else if (WIFSIGNALED(status))
+		snprintf(buf, len, "killed by signal %d", WTERMSIG(status));
+	else
+		snprintf(buf, len, "wait status %d", status);
+}
+
+/* The file system's options, all given here: the host's mke2fs.conf (or a MKE2FS_CONFIG
+ * in the daemon's environment) decides nothing, mke2fs running on its built-in profile. */
+static char *mke2fs_argv[] = {
+	"mke2fs", "-q", "-F", "-t", "ext4", "-T", "default",
+	/* 4 KiB blocks whatever the size (the "small" type would pick 1 KiB), an inode
+	 * of 256 bytes for each, so that a workspace holds as many small files as a tmpfs
+	 * of its size would (image_bytes() adds room for their table) */
+	"-b", "4096", "-i", "4096", "-I", "256", "-m", "0",
+	/* no journal: the file system does not outlive the host's uptime, and a journal is
+	 * a kernel thread per session; no blocks reserved for growing it online, which
+	 * would triple what each workspace copies */
+	"-O", "^has_journal,^resize_inode", "-e", "remount-ro", "-E",
+	"lazy_itable_init=1,nodiscard", "/proc/self/fd/3", NULL
+};
+static char *mke2fs_envp[] = { "MKE2FS_CONFIG=/nonexistent", "PATH=/usr/sbin:/usr/bin:/sbin:/bin",
+			       "LANG=C", NULL };
+
+/* Run mke2fs on fd, as /proc/self/fd/3 of the child, with no signal of ours blocked. */
 static int run_mke2fs(int fd)
 {
 	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t attr;
+	sigset_t none, all;
 	const char *bin = NULL;
-	char *argv[] = {
-		"mke2fs", "-q", "-F", "-t", "ext4",
-		/* 4 KiB blocks whatever the size (mke2fs.conf would pick 1 KiB below 512 MiB),
-		 * an inode for each, so that a workspace holds as many small files as a tmpfs
-		 * of its size would (image_bytes() adds room for their table); no journal: the
-		 * file system does not outlive the host's uptime, and a journal is a kernel
-		 * thread per session */
-		"-b", "4096", "-i", "4096", "-m", "0", "-O", "^has_journal", "-E",
-		"lazy_itable_init=1,nodiscard", "/proc/self/fd/3", NULL
-	};
+	char why[64];
 	pid_t pid;
 	int status, r;
 
@@ -204,13 +252,20 @@ static int run_mke2fs(int fd)
 			bin = mke2fs_paths[i];
 	if (!bin) {
 		sandbox_set_error("workspace_backend = disk needs mke2fs (e2fsprogs)");
-		return -ENOENT;
+		return -EOPNOTSUPP;
 	}
+	sigemptyset(&none);
+	sigfillset(&all);
+	posix_spawnattr_init(&attr);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+	posix_spawnattr_setsigmask(&attr, &none);
+	posix_spawnattr_setsigdefault(&attr, &all);
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, fd, 3);
 	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	r = -posix_spawn(&pid, bin, &fa, NULL, argv, environ);
+	r = -posix_spawn(&pid, bin, &fa, &attr, mke2fs_argv, mke2fs_envp);
 	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&attr);
 	if (r < 0) {
 		sandbox_set_error("starting %s: %s", bin, strerror(-r));
 		return r;
@@ -219,8 +274,8 @@ static int run_mke2fs(int fd)
 		if (errno != EINTR)
 			return -errno;
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-		sandbox_set_error("%s failed (status %d) making the workspace template", bin,
-				  status);
+		describe_status(status, why, sizeof(why));
+		sandbox_set_error("%s making the workspace template: %s", bin, why);
 		return -EIO;
 	}
 	return 0;
@@ -228,12 +283,14 @@ static int run_mke2fs(int fd)
 
 /*
  * The image's size for workspace_bytes of files: the inode table takes a 16th of the image
- * (256-byte inodes, one per 4 KiB), the bitmaps and descriptors under 1 MiB more. Its
- * unused part is never written (lazy_itable_init, noinit_itable), so it costs no disk.
+ * (one 256-byte inode per 4 KiB), ext4 holds back 2% of the blocks (at most 16 MiB) from
+ * writers, and the bitmaps and descriptors take under 1 MiB more. The unused part is never
+ * written (lazy_itable_init, noinit_itable), so it costs no disk.
  */
 static int64_t image_bytes(int64_t workspace_bytes)
 {
-	int64_t bytes = workspace_bytes + workspace_bytes / 15 + (1 << 20);
+	int64_t held_back = workspace_bytes / 50 < (16 << 20) ? workspace_bytes / 50 : 16 << 20;
+	int64_t bytes = workspace_bytes + workspace_bytes / 15 + held_back + (1 << 20);
 
 	return bytes & ~(int64_t)4095;
 }
@@ -242,6 +299,8 @@ static int64_t image_bytes(int64_t workspace_bytes)
 static int read_extents(SandboxEnv *env)
 {
 	off_t off = 0, end;
+	int64_t total = 0;
+	size_t cap = 0;
 
 	env->n_ws_extents = 0;
 	for (;;) {
@@ -251,46 +310,99 @@ static int read_extents(SandboxEnv *env)
 		end = lseek(env->ws_template_fd, off, SEEK_HOLE);
 		if (end < 0)
 			return -errno;
-		if (env->n_ws_extents == WS_EXTENTS_MAX) {
-			sandbox_set_error("the workspace template has over %d extents",
-					  WS_EXTENTS_MAX);
-			return -E2BIG;
+		total += end - off;
+		if (total > TEMPLATE_DATA_MAX) {
+			/* A file system that reports no holes would make each session copy
+			 * the whole image. */
+			sandbox_set_error("the workspace template holds over %d MiB: the state "
+					  "directory's file system does not keep sparse files",
+					  TEMPLATE_DATA_MAX >> 20);
+			return -EFBIG;
+		}
+		if (env->n_ws_extents == cap) {
+			size_t ncap = cap ? 2 * cap : 16;
+			struct ws_extent *e = realloc(env->ws_extents, ncap * sizeof(*e));
+
+			if (!e)
+				return -ENOMEM;
+			env->ws_extents = e;
+			cap = ncap;
 		}
 		env->ws_extents[env->n_ws_extents++] = (struct ws_extent){ off, end - off };
 		off = end;
 	}
 }
 
-/* Mount the template read-only once, so a host that cannot (no loop devices, no ext4)
- * is told at start, not at each session. */
-static int probe_mount(SandboxEnv *env)
+/* What an unusable loop device means for the operator. */
+static void explain_loop_failure(int r)
 {
-	char dir[PATH_MAX], dev[32];
+	if (r == -ENOTTY || r == -EINVAL)
+		sandbox_set_error("workspace_backend = disk: the kernel's loop driver lacks "
+				  "LOOP_CONFIGURE (Linux 5.8); set workspace_backend = tmpfs");
+	else
+		sandbox_set_error("workspace_backend = disk: no loop device (%s); set "
+				  "workspace_backend = tmpfs where loop devices are not available",
+				  strerror(-r));
+}
+
+/*
+ * Mount the template read-write once, as sessions will: a host that cannot (no loop
+ * devices, no ext4) is told at start, not at each session; and ext4's lost+found goes from
+ * the template, so that every workspace starts empty.
+ */
+static int prepare_template(SandboxEnv *env)
+{
+	char dir[PATH_MAX], lf[PATH_MAX], dev[32];
 	int loop, r = 0;
 
-	if (path_join(dir, sizeof(dir), env->workspaces_dir, WS_PROBE_DIR) < 0)
+	if (path_join(dir, sizeof(dir), env->workspaces_dir, WS_PROBE_DIR) < 0 ||
+	    path_join(lf, sizeof(lf), dir, "lost+found") < 0)
 		return -ENAMETOOLONG;
 	(void)umount2(dir, MNT_DETACH); /* a daemon that died here */
 	(void)rmdir(dir);
-	loop = loop_attach(env->ws_template_fd, true, dev);
+	loop = loop_attach(env->ws_template_fd, false, dev);
 	if (loop < 0) {
-		sandbox_set_error("workspace_backend = disk: no loop device (%s); set "
-				  "workspace_backend = tmpfs where loop devices are not available",
-				  strerror(-loop));
-		return loop;
+		explain_loop_failure(loop);
+		return -EOPNOTSUPP;
 	}
-	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+	if (mkdir(dir, 0700) < 0)
 		r = -errno;
-	else if (mount(dev, dir, "ext4", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+	else if (mount(dev, dir, "ext4", MS_NOSUID | MS_NODEV | MS_NOEXEC, WS_MOUNT_OPTS) < 0)
 		r = -errno;
-	else
-		(void)umount2(dir, 0);
+	else {
+		if (rmdir(lf) < 0 && errno != ENOENT)
+			r = -errno;
+		if (umount2(dir, 0) < 0 && r == 0)
+			r = -errno;
+	}
+	(void)umount2(dir, MNT_DETACH); /* if the plain unmount failed */
 	(void)rmdir(dir);
 	close(loop);
 	if (r < 0)
 		sandbox_set_error("workspace_backend = disk: mounting an ext4 image from %s: %s",
 				  dev, strerror(-r));
 	return r;
+}
+
+/* The images live in the state directory: on a tmpfs they would be memory again, and
+ * overlayfs (before 6.6) refuses unnamed files. */
+static int check_state_fs(const SandboxEnv *env)
+{
+	struct statfs sf;
+
+	if (statfs(env->workspaces_dir, &sf) < 0)
+		return -errno;
+	if (sf.f_type == TMPFS_MAGIC || sf.f_type == RAMFS_MAGIC ||
+	    sf.f_type == OVERLAYFS_SUPER_MAGIC) {
+		sandbox_set_error("workspace_backend = disk: %s is on a %s, not a disk; move "
+				  "state_dir to a disk file system (ext4, XFS, btrfs) or set "
+				  "workspace_backend = tmpfs",
+				  env->workspaces_dir,
+				  sf.f_type == OVERLAYFS_SUPER_MAGIC ? "overlayfs" :
+								       "memory file system");
+		return -EOPNOTSUPP;
+	}
+	return 0;
 }
 
 int ws_disk_env_setup(SandboxEnv *env, const PaddockConfig *cfg)
@@ -301,6 +413,9 @@ int ws_disk_env_setup(SandboxEnv *env, const PaddockConfig *cfg)
 	env->ws_disk = strcmp(cfg->workspace_backend, "disk") == 0;
 	if (!env->ws_disk)
 		return 0;
+	r = check_state_fs(env);
+	if (r < 0)
+		return r;
 	env->ws_workspace_bytes = cfg->workspace_bytes;
 	env->ws_image_bytes = image_bytes(cfg->workspace_bytes);
 	env->ws_template_fd = open(env->workspaces_dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
@@ -317,13 +432,16 @@ int ws_disk_env_setup(SandboxEnv *env, const PaddockConfig *cfg)
 	}
 	r = run_mke2fs(env->ws_template_fd);
 	if (r == 0)
-		r = read_extents(env);
+		r = prepare_template(env);
 	if (r == 0)
-		r = probe_mount(env);
+		r = read_extents(env);
 	return r;
 }
 
 void ws_disk_env_clear(SandboxEnv *env)
 {
 	env->ws_template_fd = safe_close(env->ws_template_fd);
+	free(env->ws_extents);
+	env->ws_extents = NULL;
+	env->n_ws_extents = 0;
 }

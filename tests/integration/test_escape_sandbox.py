@@ -284,8 +284,11 @@ def test_host_secrets_are_absent(client, sid, stack):
 PROC_MASKED_FILES = ["kcore", "keys", "key-users", "timer_list", "timer_stats",
                      "latency_stats", "sched_debug", "sysrq-trigger", "cmdline", "config.gz",
                      "bootconfig", "kallsyms", "kmsg", "modules", "vmallocinfo", "slabinfo",
-                     "iomem", "ioports", "kpagecount", "kpageflags", "kpagecgroup", "mtrr"]
-PROC_MASKED_DIRS = ["acpi", "asound", "scsi", "driver"]
+                     "iomem", "ioports", "kpagecount", "kpageflags", "kpagecgroup", "mtrr",
+                     # block devices' counters: other sessions' workspaces are loop devices
+                     "diskstats", "partitions"]
+# fs: /proc/fs/ext4/loopN has every session's workspace (free blocks, options, stats)
+PROC_MASKED_DIRS = ["acpi", "asound", "scsi", "driver", "fs"]
 
 
 def test_host_kernel_details_are_masked(client, sid):
@@ -312,8 +315,8 @@ def test_host_kernel_details_are_masked(client, sid):
                     pass
         print(json.dumps({{'files': files, 'dirs': dirs}}))
     """)
-    # cmdline and config.gz exist on every kernel here: the probe saw them at all.
-    assert "cmdline" in res["files"], res
+    # cmdline, diskstats and /proc/fs exist on every kernel here: the probe saw them at all.
+    assert "cmdline" in res["files"] and "diskstats" in res["files"] and "fs" in res["dirs"], res
     for name, got in res["files"].items():
         assert got in (0, "refused"), f"/proc/{name} gave {got}"
     for name, got in res["dirs"].items():
