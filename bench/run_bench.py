@@ -1100,6 +1100,51 @@ class Bench:
         os.unlink(path)
         return w, r
 
+    def ws_creates(self, ht):
+        """CreateSession from a full pool, paced (what the pool is for), alternated between
+        the stack as configured and the tmpfs one: the pool hides the workspace's cost, or
+        not. Then cold creates on two stacks without a pool: the build's cost itself."""
+        n = self.args.ws_creates
+        out = {"pooled disk": [], "pooled tmpfs": [], "cold disk": [], "cold tmpfs": []}
+
+        def timed(h, key):
+            t0 = time.monotonic_ns()
+            sid = h.create()
+            out[key].append(time.monotonic_ns() - t0)
+            h.destroy(sid)
+
+        for _ in range(n):
+            for h, key in ((self.http, "pooled disk"), (ht, "pooled tmpfs")):
+                timed(h, key)
+                time.sleep(0.1)  # the refill finishes: every create finds the pool full
+        cold = {b: self.new_stack(f"bench-ws-cold-{b}", {"PADDOCK_WORKSPACE_BACKEND": b,
+                                                         "PADDOCK_POOL_SIZE": "0",
+                                                         "PADDOCK_LOG_LEVEL": "info"})
+                for b in ("disk", "tmpfs")}
+        try:
+            hs = {b: Http(st.port) for b, st in cold.items()}
+            for _ in range(n):
+                for b in ("disk", "tmpfs"):
+                    timed(hs[b], f"cold {b}")
+            for h in hs.values():
+                h.close()
+        finally:
+            for b, st in cold.items():
+                for p in st.stop():
+                    self.stop_problems.append(f"cold {b} stack: {p}")
+        return out
+
+    def ws_create_rows(self, c):
+        ms = 1e3
+        for kind in ("pooled", "cold"):
+            d, t = stats_us(c[f"{kind} disk"]), stats_us(c[f"{kind} tmpfs"])
+            what = "from a full pool, paced" if kind == "pooled" else "no pool (a build each)"
+            self.add_row(row="8c", what=f"CreateSession {what}, disk workspace", unit="ms",
+                         n=d["n"], median=d["median"] / ms, p99=d["p99"] / ms,
+                         peer="same, tmpfs workspace", peer_median=t["median"] / ms,
+                         peer_p99=t["p99"] / ms, ratio_median=d["median"] / t["median"],
+                         ratio_p99=d["p99"] / t["p99"], errors=0)
+
     def row_workspace_io(self):
         """Workspace throughput: a session's /workspace on disk (the stack as configured) and
         on tmpfs, against the same dd in the state directory outside any sandbox."""
@@ -1123,10 +1168,12 @@ class Bench:
                     res[key][1].append(mib / r)
             self.http.destroy(sid)
             ht.destroy(sid_t)
+            creates = self.ws_creates(ht)
             ht.close()
         finally:
             for p in tmpfs.stop():
                 self.stop_problems.append(f"tmpfs workspace stack: {p}")
+        self.ws_create_rows(creates)
         med = {k: (sorted(w)[len(w) // 2], sorted(r)[len(r) // 2]) for k, (w, r) in res.items()}
         self.extra["workspace_io"] = {k: {"write_mib_s": w, "read_mib_s": r} for k, (w, r) in res.items()}
         for i, op in enumerate(("write", "read")):
@@ -1417,6 +1464,7 @@ def main():
     ap.add_argument("--cg-execs", type=int, default=50, help="row 6: execs under callgrind")
     ap.add_argument("--ws-mib", type=int, default=256, help="row 8: MiB written and read")
     ap.add_argument("--ws-rounds", type=int, default=3, help="row 8: rounds")
+    ap.add_argument("--ws-creates", type=int, default=40, help="row 8c: creates per kind")
     args = ap.parse_args()
     args.build = os.path.abspath(args.build)
     args.bench_bin = os.path.abspath(args.bench_bin or os.path.join(args.build, "bench"))
