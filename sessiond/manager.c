@@ -202,6 +202,10 @@ int manager_new(const PaddockConfig *cfg, Loop *loop, int lock_wait_ms, Manager 
 		goto fail;
 	}
 	sandbox_env_keep_in_child(m->env, m->lock_fd);
+	if (sandbox_env_workspace_problem(m->env))
+		log_err("no workspace can be made: %s; sessions are served and cleaned, new "
+			"ones refused until there is room",
+			sandbox_env_workspace_problem(m->env));
 	m->pool_warm_max = pool_warm_max(cfg);
 	log_info("cgroup %s; workspaces on %s; sessions up to %lld; %zu pool sandboxes warming "
 		 "at once",

@@ -16,8 +16,10 @@ static const Route routes[] = {
 
 const RouteTable otari_routes = { "otari", routes, ARRAY_SIZE(routes) };
 
+/* Load balancers probe with GET or HEAD; nginx drops the body of a HEAD's answer. */
 static const Route open_routes[] = {
 	{ "health", "GET", "/health", otari_health },
+	{ "health", "HEAD", "/health", otari_health },
 };
 
 const RouteTable otari_open_routes = { "otari", open_routes, ARRAY_SIZE(open_routes) };

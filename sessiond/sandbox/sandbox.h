@@ -51,6 +51,9 @@ void sandbox_env_remove_cgroup_parent(SandboxEnv *env);
 const char *sandbox_env_cgroup_version(const SandboxEnv *env);
 /* "disk" or "tmpfs": what workspaces are (workspace_backend). */
 const char *sandbox_env_workspace_backend(const SandboxEnv *env);
+/* Why no workspace can be made now (a full state directory), or NULL: sandbox_spawn()
+ * fails with it until the cause is gone. */
+const char *sandbox_env_workspace_problem(const SandboxEnv *env);
 
 /*
  * Set favordynmods on the cgroup2 mount (dynmods.c says why): 1 when set now, 0 when

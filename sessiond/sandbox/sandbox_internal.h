@@ -62,6 +62,9 @@ struct SandboxEnv {
 		int64_t off, len;
 	} * ws_extents; /* where the template holds data */
 	size_t n_ws_extents;
+	int ws_error;		/* why there is no template (-errno), 0 */
+	int64_t ws_retry_at_ms; /* CLOCK_MONOTONIC: when a spawn may try to make it again */
+	char ws_problem[256];	/* what went wrong, for logs and refusals */
 };
 
 /*
@@ -250,6 +253,9 @@ int workspace_create_in_child(struct child_args *a);
 int ws_disk_env_setup(SandboxEnv *env, const PaddockConfig *cfg);
 void ws_disk_env_clear(SandboxEnv *env);
 int ws_disk_create_in_child(struct child_args *a);
+/* 0 when workspaces can be made (making the template if it is missing and a retry is
+ * due); else the error, with sandbox_last_error() saying why. */
+int ws_disk_ready(SandboxEnv *env);
 /* Drop what a workspace mounted at path has not written, before it is unmounted for good. */
 void ws_disk_shut_down(const char *path);
 int workspace_list_ids(const SandboxEnv *env, char ***ids, size_t *n, size_t *cap);

@@ -312,6 +312,9 @@ int sandbox_spawn_start(SandboxEnv *env, const char *id, uid_t uid, gid_t gid,
 		return -EINVAL;
 	}
 
+	r = ws_disk_ready(env);
+	if (r < 0)
+		return r; /* it said why */
 	a.env = env;
 	snprintf(a.id, sizeof(a.id), "%s", id);
 	a.uid = uid;

@@ -31,6 +31,7 @@
 #include <sys/statfs.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <linux/loop.h>
@@ -42,6 +43,7 @@
 /* Loop devices another spawn took between LOOP_CTL_GET_FREE and LOOP_CONFIGURE. */
 #define LOOP_TRIES 32
 #define LOOP_MAJOR 7
+#define LOOP_READ_AHEAD_KB "2048"
 /* What a template may hold: its metadata is about 130 KiB for 512 MiB, a few MiB at 1 TiB. */
 #define TEMPLATE_DATA_MAX (64 << 20)
 /*
@@ -54,6 +56,8 @@
  */
 #define WS_MOUNT_OPTS "noinit_itable,nobarrier,errors=remount-ro"
 #define WS_PROBE_DIR ".disk-probe"
+/* How often a spawn may try again to make a template that could not be made. */
+#define WS_RETRY_MS 2000
 
 /* ext4's "shut down, drop what is not written" (linux/ext4.h is not exported). */
 #define EXT4_IOC_SHUTDOWN _IOR('X', 125, uint32_t)
@@ -61,27 +65,48 @@
 
 static const char *const mke2fs_paths[] = { "/usr/sbin/mke2fs", "/sbin/mke2fs" };
 
-/* "/dev/loop<n>" into buf without stdio (it runs between clone and exec too). */
-static void loop_dev_path(char buf[32], unsigned n)
+/* prefix, n in decimal, suffix into buf without stdio (it runs between clone and exec too);
+ * buf holds 64 bytes, more than the paths here need. */
+static void number_path(char buf[64], const char *prefix, unsigned n, const char *suffix)
 {
 	char digits[12];
-	size_t k = 0, len = sizeof("/dev/loop") - 1;
+	size_t k = 0, len = strlen(prefix);
 
-	memcpy(buf, "/dev/loop", len);
+	memcpy(buf, prefix, len);
 	do {
 		digits[k++] = (char)('0' + n % 10);
 		n /= 10;
 	} while (n && k < sizeof(digits));
 	while (k)
 		buf[len++] = digits[--k];
-	buf[len] = '\0';
+	memcpy(buf + len, suffix, strlen(suffix) + 1);
+}
+
+/*
+ * The kernel reads ahead 128 KiB on a loop device, and with direct I/O each read-ahead is
+ * one read of the image, so a sequential read ran at a third of the disk's speed. Best
+ * effort: a workspace works at the default.
+ */
+static void loop_read_ahead(unsigned n)
+{
+	char path[64];
+	int fd;
+
+	number_path(path, "/sys/block/loop", n, "/queue/read_ahead_kb");
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	if (write(fd, LOOP_READ_AHEAD_KB, sizeof(LOOP_READ_AHEAD_KB) - 1) < 0) {
+		/* the default stays */
+	}
+	close(fd);
 }
 
 /*
  * Bind image_fd to a free loop device that detaches itself once unused; its path into
  * dev. Returns the device's fd (the caller closes it once the device is mounted).
  */
-static int loop_attach(int image_fd, bool read_only, char dev[32])
+static int loop_attach(int image_fd, bool read_only, char dev[64])
 {
 	struct loop_config lc = {
 		.fd = (uint32_t)image_fd,
@@ -102,7 +127,7 @@ static int loop_attach(int image_fd, bool read_only, char dev[32])
 			r = -errno;
 			break;
 		}
-		loop_dev_path(dev, (unsigned)n);
+		number_path(dev, "/dev/loop", (unsigned)n, "");
 		fd = open(dev, (read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC);
 		if (fd < 0) {
 			r = -errno; /* ENXIO: removed meanwhile; take the next */
@@ -110,6 +135,7 @@ static int loop_attach(int image_fd, bool read_only, char dev[32])
 		}
 		if (ioctl(fd, LOOP_CONFIGURE, &lc) == 0) {
 			close(ctl);
+			loop_read_ahead((unsigned)n);
 			return fd;
 		}
 		r = -errno; /* EBUSY: another spawn configured it first; take the next */
@@ -153,7 +179,7 @@ static int image_new(const SandboxEnv *env)
  * is a caller bug, and left as it was). */
 static int mount_new_image(struct child_args *a)
 {
-	char dev[32];
+	char dev[64];
 	int img, loop, r = 0;
 
 	img = image_new(a->env);
@@ -352,7 +378,7 @@ static void explain_loop_failure(int r)
  */
 static int prepare_template(SandboxEnv *env)
 {
-	char dir[PATH_MAX], lf[PATH_MAX], dev[32];
+	char dir[PATH_MAX], lf[PATH_MAX], dev[64];
 	int loop, r = 0;
 
 	if (path_join(dir, sizeof(dir), env->workspaces_dir, WS_PROBE_DIR) < 0 ||
@@ -379,7 +405,8 @@ static int prepare_template(SandboxEnv *env)
 	(void)rmdir(dir);
 	close(loop);
 	if (r < 0)
-		sandbox_set_error("workspace_backend = disk: mounting an ext4 image from %s: %s",
+		sandbox_set_error("workspace_backend = disk: preparing the workspace template on "
+				  "%s: %s",
 				  dev, strerror(-r));
 	return r;
 }
@@ -405,6 +432,50 @@ static int check_state_fs(const SandboxEnv *env)
 	return 0;
 }
 
+/* The template and what each session copies of it; on failure nothing is kept. */
+static int template_make(SandboxEnv *env)
+{
+	int r;
+
+	env->ws_template_fd = open(env->workspaces_dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (env->ws_template_fd < 0) {
+		r = -errno;
+		sandbox_set_error("an unnamed file in %s: %s", env->workspaces_dir,
+				  strerror(errno));
+		return r;
+	}
+	if (ftruncate(env->ws_template_fd, env->ws_image_bytes) < 0) {
+		r = -errno;
+		sandbox_set_error("sizing the workspace template: %s", strerror(errno));
+	} else {
+		r = run_mke2fs(env->ws_template_fd);
+	}
+	if (r == 0)
+		r = prepare_template(env);
+	if (r == 0)
+		r = read_extents(env);
+	if (r < 0)
+		ws_disk_env_clear(env);
+	return r;
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A template that could not be made for want of space (or another passing cause): kept as
+ * the reason new sandboxes are refused, and tried again at the next spawn after a while. */
+static void template_failed(SandboxEnv *env, int r)
+{
+	env->ws_error = r;
+	env->ws_retry_at_ms = now_ms() + WS_RETRY_MS;
+	snprintf(env->ws_problem, sizeof(env->ws_problem), "%s", sandbox_last_error());
+}
+
 int ws_disk_env_setup(SandboxEnv *env, const PaddockConfig *cfg)
 {
 	int r;
@@ -418,24 +489,42 @@ int ws_disk_env_setup(SandboxEnv *env, const PaddockConfig *cfg)
 		return r;
 	env->ws_workspace_bytes = cfg->workspace_bytes;
 	env->ws_image_bytes = image_bytes(cfg->workspace_bytes);
-	env->ws_template_fd = open(env->workspaces_dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-	if (env->ws_template_fd < 0) {
-		r = -errno;
-		sandbox_set_error("an unnamed file in %s: %s", env->workspaces_dir,
-				  strerror(errno));
+	r = template_make(env);
+	/*
+	 * A host that cannot (no loop devices, no mke2fs) is a refusal to start. A full state
+	 * directory is not: the daemon must still start to adopt and clean up the sessions
+	 * that hold the space, and serve them, while new ones wait for room.
+	 */
+	if (r == -EOPNOTSUPP)
 		return r;
+	if (r < 0)
+		template_failed(env, r);
+	return 0;
+}
+
+int ws_disk_ready(SandboxEnv *env)
+{
+	int r;
+
+	if (!env->ws_disk || env->ws_template_fd >= 0)
+		return 0;
+	/* mke2fs runs here, on the caller's thread: at most once per WS_RETRY_MS. */
+	if (now_ms() >= env->ws_retry_at_ms) {
+		r = template_make(env);
+		if (r == 0) {
+			env->ws_error = 0;
+			env->ws_problem[0] = '\0';
+			return 0;
+		}
+		template_failed(env, r);
 	}
-	if (ftruncate(env->ws_template_fd, env->ws_image_bytes) < 0) {
-		r = -errno;
-		sandbox_set_error("sizing the workspace template: %s", strerror(errno));
-		return r;
-	}
-	r = run_mke2fs(env->ws_template_fd);
-	if (r == 0)
-		r = prepare_template(env);
-	if (r == 0)
-		r = read_extents(env);
-	return r;
+	sandbox_set_error("no workspace can be made: %s", env->ws_problem);
+	return env->ws_error;
+}
+
+const char *sandbox_env_workspace_problem(const SandboxEnv *env)
+{
+	return env->ws_disk && env->ws_template_fd < 0 ? env->ws_problem : NULL;
 }
 
 void ws_disk_env_clear(SandboxEnv *env)

@@ -112,8 +112,12 @@ def test_health_needs_no_token_and_tells_nothing_else(stacks):
     r = health(anyone)
     assert r.status_code == 200, f"{r.status_code} {r.text[:300]}"
     assert set(r.json()) == {"status", "session_count", "max_sessions", "draining"}, r.json()
-    # Only GET /health is open: the other routes still want the token.
+    # A load balancer's HEAD gets the status alone.
+    r = anyone.request("HEAD", "/health", check=False)
+    assert r.status_code == 200 and r.content == b"", f"{r.status_code} {r.content[:300]}"
+    # Only GET and HEAD /health are open: the other routes still want the token.
     assert anyone.create().status_code == 401
+    assert anyone.request("HEAD", "/sessions/x", check=False).status_code == 401
     assert extension(anyone, "POST", "/health").status_code == 401
     assert extension(ps.Client(st, token="tok-alpha-123"), "POST", "/health").status_code == 405
 

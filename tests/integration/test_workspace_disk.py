@@ -9,6 +9,7 @@ sessiond, or a restart."""
 import hashlib
 import os
 import signal
+import subprocess
 import tempfile
 
 import pytest
@@ -219,3 +220,58 @@ def test_a_crash_keeps_workspaces_and_cleanup_frees_them(counted):
                 f"only the kept session's device: {workspace_loops(stack)}")
     counted.destroy(kept)
     _wait_none_left(stack, "after the crash")
+
+
+@pytest.fixture
+def tiny_state_fs(tmp_path):
+    """A file system of its own for a state dir, with room for the store and nothing more:
+    all but three of its inodes taken by files (a template needs two, a workspace two)."""
+    img, mnt = tmp_path / "fs.img", tmp_path / "mnt"
+    mnt.mkdir()
+    subprocess.run(["truncate", "-s", "64M", str(img)], check=True)
+    subprocess.run(["mke2fs", "-q", "-F", "-t", "ext4", "-N", "64", str(img)], check=True)
+    subprocess.run(["mount", "-o", "loop", str(img), str(mnt)], check=True)
+    try:
+        state = mnt / "state"
+        for d in ("", "workspaces", "root", "lib"):
+            (state / d).mkdir(exist_ok=True)
+        for f in ("paddock.db", "sessiond.lock"):
+            (state / f).touch()
+        fill = mnt / "fill"
+        fill.mkdir()
+        n = 0
+        while os.statvfs(mnt).f_ffree > 3:
+            (fill / str(n)).touch()
+            n += 1
+        yield state, fill
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_a_full_state_dir_refuses_new_sessions_and_recovers(stacks, tiny_state_fs):
+    """No room for a workspace template: sessiond still starts (it must, to adopt and clean
+    the sessions that hold the space), refuses creates with the reason, and once there is
+    room again makes the template and serves."""
+    state, fill = tiny_state_fs
+    st = ps.Stack("wsdisk-full", {"PADDOCK_STATE_DIR": str(state), "PADDOCK_POOL_SIZE": "0",
+                                  "PADDOCK_WORKSPACE_BYTES": "64M"}).start()
+    try:
+        c = ps.Client(st)
+        assert "no workspace can be made" in st.logs(), st.logs()[-3000:]
+        r = c.create()
+        assert r.status_code == 503, f"{r.status_code} {r.text[:300]}"
+        for f in list(fill.iterdir())[:16]:
+            f.unlink()
+        sid = ps.wait_for(lambda: _create_or_none(c), 15, "a create once there is room",
+                          interval=0.5)
+        assert c.bash(sid, "echo ok > f && cat f").stdout == "ok\n"
+        c.destroy(sid)
+    finally:
+        problems = st.stop()
+    assert not problems, problems
+    ps.wait_for(lambda: not ps.loops_backed_under(str(state)), 10, "the workspace's device freed")
+
+
+def _create_or_none(c):
+    r = c.create()
+    return r.json()["session_id"] if r.status_code == 201 else None
