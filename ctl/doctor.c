@@ -15,11 +15,13 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <json-c/json.h>
+#include <linux/magic.h>
 #include <systemd/sd-daemon.h>
 
 #include "cleanup.h"
@@ -282,6 +284,51 @@ static void check_runtimes(Doctor *d)
 	       "install nodejs (apt install nodejs / dnf install nodejs) for JavaScript sessions",
 	       "%s%s", cfg->node_bin,
 	       executable(cfg->node_bin) ? "" : " is missing: JavaScript is unavailable");
+}
+
+/*
+ * What workspace_backend = disk needs of the host, as far as a shell can tell without
+ * making one: mke2fs, the loop devices' control node, and a state dir on a disk. (sessiond
+ * itself checks by making and mounting the template when it starts.)
+ */
+static void check_workspaces(Doctor *d)
+{
+	const PaddockConfig *cfg = &d->ctl->cfg;
+	const char *fix_tmpfs = "or set workspace_backend = tmpfs (workspaces in memory)";
+	struct statfs sf;
+	char fix[256];
+	int fd;
+
+	if (strcmp(cfg->workspace_backend, "disk") != 0) {
+		report(d, CHECK_OK, "workspaces", NULL, "on tmpfs (workspace_backend = tmpfs)");
+		return;
+	}
+	snprintf(fix, sizeof(fix), "install e2fsprogs, %s", fix_tmpfs);
+	if (!executable("/usr/sbin/mke2fs") && !executable("/sbin/mke2fs")) {
+		report(d, CHECK_FAIL, "workspaces", fix, "mke2fs is missing");
+		return;
+	}
+	fd = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
+	if (fd < 0 && (errno != EACCES || d->root)) {
+		snprintf(fix, sizeof(fix),
+			 "load the loop module, pass /dev/loop-control and block-loop devices to "
+			 "this container or unit, %s",
+			 fix_tmpfs);
+		report(d, CHECK_FAIL, "workspaces", fix, "/dev/loop-control: %s", strerror(errno));
+		return;
+	}
+	if (fd >= 0)
+		close(fd);
+	if (statfs(cfg->state_dir, &sf) == 0 &&
+	    (sf.f_type == TMPFS_MAGIC || sf.f_type == RAMFS_MAGIC ||
+	     sf.f_type == OVERLAYFS_SUPER_MAGIC)) {
+		snprintf(fix, sizeof(fix), "move state_dir to ext4, XFS or btrfs, %s", fix_tmpfs);
+		report(d, CHECK_FAIL, "workspaces", fix, "%s is not on a disk file system",
+		       cfg->state_dir);
+		return;
+	}
+	report(d, CHECK_OK, "workspaces", NULL, "on disk: mke2fs, loop devices, %s on a disk",
+	       cfg->state_dir);
 }
 
 /* Whether user pw is a member of group gid (primary or supplementary). */
@@ -593,6 +640,7 @@ int cmd_doctor(const Ctl *c, const char *nginx_conf)
 		printf("(not root: some checks are skipped)\n");
 	check_kernel_features(&d);
 	check_runtimes(&d);
+	check_workspaces(&d);
 	check_users(&d);
 	check_systemd(&d);
 	check_dirs_and_sockets(&d);

@@ -101,7 +101,7 @@ def test_doctor(ctl, stack):
     for name in ("openat2", "clone3", "pid namespace", "network namespace", "mount namespace",
                  "pidfd", "seccomp", "cgroup memory", "cgroup pids", "cgroup writable",
                  "sessiond", "worker reaches sessiond", "fcgi socket", "nginx upstream",
-                 "nginx locations", "nginx user", "nginx running", "paddock-init"):
+                 "nginx locations", "nginx user", "nginx running", "paddock-init", "workspaces"):
         assert by[name]["status"] == "ok", by[name]
     # The rest of the host (e.g. /var/lib/paddock absent) may fail; each failure has a fix.
     for c in report["checks"]:
@@ -117,6 +117,13 @@ def test_doctor(ctl, stack):
                        text=True, env=env, timeout=60)
     assert r.returncode == 1
     assert "FAIL  sessiond" in r.stdout and "fix: systemctl start paddock-sessiond" in r.stdout
+
+    # Disk workspaces with the state dir on a tmpfs: named, with the two ways out.
+    env = dict(stack.env(), PADDOCK_STATE_DIR="/dev/shm", PADDOCK_WORKSPACE_BACKEND="disk")
+    r = subprocess.run([CTL, "--json", "doctor", "--nginx-conf", conf], capture_output=True,
+                       text=True, env=env, timeout=60)
+    ws = {c["name"]: c for c in json.loads(r.stdout)["checks"]}["workspaces"]
+    assert ws["status"] == "fail" and "workspace_backend = tmpfs" in ws["fix"], ws
 
 
 def _cgroup2_superopts():
