@@ -24,6 +24,7 @@ typedef struct PaddockConfig {
 	char *log_target;  /* stderr, journal or syslog */
 
 	bool node_name_derived; /* node_name was not set: it comes from the host name */
+	bool end_sessions;	/* --end-sessions: sessions are ended, no sandbox is made */
 
 	/* who may talk to sessiond: peers with uid 0, this user's uid, or this group */
 	char *worker_user;

@@ -192,6 +192,7 @@ int main(int argc, char **argv)
 		 * dead), then destroy every session and exit: what removing paddock does. */
 		d.cfg.keep_sessions_on_exit = false;
 		d.cfg.pool_size = 0;
+		d.cfg.end_sessions = true;
 	}
 	r = loop_new(&d.loop);
 	if (r == 0)

@@ -202,7 +202,7 @@ int manager_new(const PaddockConfig *cfg, Loop *loop, int lock_wait_ms, Manager 
 		goto fail;
 	}
 	sandbox_env_keep_in_child(m->env, m->lock_fd);
-	if (sandbox_env_workspace_problem(m->env))
+	if (!cfg->end_sessions && sandbox_env_workspace_problem(m->env))
 		log_err("no workspace can be made: %s; sessions are served and cleaned, new "
 			"ones refused until there is room",
 			sandbox_env_workspace_problem(m->env));

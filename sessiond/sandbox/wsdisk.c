@@ -309,14 +309,16 @@ static int run_mke2fs(int fd)
 
 /*
  * The image's size for workspace_bytes of files: the inode table takes a 16th of the image
- * (one 256-byte inode per 4 KiB), ext4 holds back 2% of the blocks (at most 16 MiB) from
- * writers, and the bitmaps and descriptors take under 1 MiB more. The unused part is never
- * written (lazy_itable_init, noinit_itable), so it costs no disk.
+ * (one 256-byte inode per 4 KiB) and ext4 holds back 2% of the blocks (at most 16 MiB) from
+ * writers. The bitmaps and descriptors, and what a kernel reserves besides, are left to
+ * come out of workspace_bytes, so that files never fill more than it (about 1% less, by
+ * kernel). The unused part is never written (lazy_itable_init, noinit_itable), so it costs
+ * no disk.
  */
 static int64_t image_bytes(int64_t workspace_bytes)
 {
 	int64_t held_back = workspace_bytes / 50 < (16 << 20) ? workspace_bytes / 50 : 16 << 20;
-	int64_t bytes = workspace_bytes + workspace_bytes / 15 + held_back + (1 << 20);
+	int64_t bytes = workspace_bytes + workspace_bytes / 15 + held_back;
 
 	return bytes & ~(int64_t)4095;
 }
@@ -484,6 +486,14 @@ int ws_disk_env_setup(SandboxEnv *env, const PaddockConfig *cfg)
 	env->ws_disk = strcmp(cfg->workspace_backend, "disk") == 0;
 	if (!env->ws_disk)
 		return 0;
+	if (cfg->end_sessions) {
+		/* Ending sessions needs no template: neither a host that lost its loop devices
+		 * nor a full disk may keep paddock from being removed. */
+		snprintf(env->ws_problem, sizeof(env->ws_problem), "sessions are being ended");
+		env->ws_error = -ESHUTDOWN;
+		env->ws_retry_at_ms = INT64_MAX;
+		return 0;
+	}
 	r = check_state_fs(env);
 	if (r < 0)
 		return r;

@@ -311,6 +311,12 @@ def _describe(pid):
         return f"{pid} (gone)"
 
 
+def workspace_backend():
+    """What the test stacks' workspaces are: disk, or tmpfs where the system test's
+    container (which has no loop devices) sets it for them."""
+    return os.environ.get("PADDOCK_SYSTEST_WORKSPACE_BACKEND") or "disk"
+
+
 def parse_size(text):
     """A size as the config file writes it ("512M", "2G", "4096")."""
     units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
@@ -630,9 +636,7 @@ class Stack:
             # the root, where the controllers are enabled (the test's unit cgroup holds the
             # test's processes, so it cannot give controllers to sandboxes).
             env["PADDOCK_CGROUP_ROOT"] = self.installed_cgroup_root
-            backend = os.environ.get("PADDOCK_SYSTEST_WORKSPACE_BACKEND")
-            if backend:
-                env["PADDOCK_WORKSPACE_BACKEND"] = backend
+        env["PADDOCK_WORKSPACE_BACKEND"] = workspace_backend()
         env.update(self.extra_env)
         return env
 

@@ -9,8 +9,10 @@ import json
 import os
 import secrets
 import selectors
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 
 import pytest
@@ -91,6 +93,25 @@ def test_file_systems_past_the_memory_refused(env):
     ready, rc, log = run_daemon([SESSIOND], env)
     assert not ready and rc != 0, log
     assert "workspace_bytes (1073741824)" in log and "memory_max_bytes" in log, log
+
+
+def test_disk_workspaces_need_a_disk_but_ending_sessions_does_not(env):
+    """With workspace_backend = disk a state dir on tmpfs is refused at start, naming the
+    way out; --end-sessions (what removing the package runs) makes no workspace, so it
+    works there all the same."""
+    state = tempfile.mkdtemp(prefix="paddock-tf-", dir="/dev/shm")
+    try:
+        env["PADDOCK_STATE_DIR"] = state
+        env["PADDOCK_WORKSPACE_BACKEND"] = "disk"
+        ready, rc, log = run_daemon([SESSIOND], env)
+        assert not ready and rc != 0, log
+        assert "workspace_backend = tmpfs" in log and "not a disk" in log, log
+        r = subprocess.run([SESSIOND, "--end-sessions"], env=env, capture_output=True,
+                           text=True, timeout=TIMEOUT)
+        assert r.returncode == 0, r.stderr
+        assert "no workspace can be made" not in r.stderr, r.stderr
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
 
 
 def test_starts_without_a_filter(env):

@@ -58,8 +58,8 @@ def test_the_workspace_is_an_empty_file_system_of_its_own_size(big):
         first, owner, listing = r.stdout.splitlines()
         fstype, avail, bsize = first.split()
         assert fstype == "ext2/ext3", r.stdout  # what stat -f calls ext4
-        # What a writer may fill: workspace_bytes, within 1%.
-        assert 0.99 * 2 * GiB <= int(avail) * int(bsize) <= 1.01 * 2 * GiB, first
+        # What a writer may fill: workspace_bytes at most, and no more than 3% less.
+        assert 0.97 * 2 * GiB <= int(avail) * int(bsize) <= 2 * GiB, first
         assert owner.split()[1] == "700" and owner.split()[0] != "root", owner
         assert listing == "[]", "a workspace starts empty (no lost+found)"
     finally:
@@ -91,7 +91,7 @@ def test_past_workspace_bytes_is_enospc_and_deleting_gives_it_back(counted):
                               "dd if=/dev/zero of=/workspace/again bs=1M count=32 status=none "
                               "&& echo ok")
         first, second = r.stdout.split()
-        assert 63.5 * MiB <= int(first) <= 64.5 * MiB and second == "ok", r
+        assert 0.97 * 64 * MiB <= int(first) <= 64 * MiB and second == "ok", r
         r = counted.run(sid, "print('alive')")
         assert r.stdout == "alive\n", r
     finally:
@@ -210,10 +210,13 @@ def test_a_crash_keeps_workspaces_and_cleanup_frees_them(counted):
     counted.bash(lost, "echo lost > /workspace/mark")
     lost_name = stack.sandbox_name(lost)
     stack.kill9("paddock-sessiond")
-    init = [p for p in ps.processes_in_cgroups_matching([lost_name])]
-    assert init, "the lost session's sandbox is running"
-    for desc in init:
-        os.kill(int(desc.split()[0]), signal.SIGKILL)
+    procs = ps.processes_in_cgroups_matching([lost_name])
+    assert procs, "the lost session's sandbox is running"
+    for desc in procs:  # init first or not, the rest may be gone by their turn
+        try:
+            os.kill(int(desc.split()[0]), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
     stack.restart("paddock-sessiond")
     assert counted.bash(kept, "cat /workspace/mark").stdout == "kept\n"
     ps.wait_for(lambda: len(workspace_loops(stack)) == 1, 10,
