@@ -43,7 +43,6 @@
 /* Loop devices another spawn took between LOOP_CTL_GET_FREE and LOOP_CONFIGURE. */
 #define LOOP_TRIES 32
 #define LOOP_MAJOR 7
-#define LOOP_READ_AHEAD_KB "2048"
 /* What a template may hold: its metadata is about 130 KiB for 512 MiB, a few MiB at 1 TiB. */
 #define TEMPLATE_DATA_MAX (64 << 20)
 /*
@@ -83,26 +82,6 @@ static void number_path(char buf[64], const char *prefix, unsigned n, const char
 }
 
 /*
- * The kernel reads ahead 128 KiB on a loop device, and with direct I/O each read-ahead is
- * one read of the image, so a sequential read ran at a third of the disk's speed. Best
- * effort: a workspace works at the default.
- */
-static void loop_read_ahead(unsigned n)
-{
-	char path[64];
-	int fd;
-
-	number_path(path, "/sys/block/loop", n, "/queue/read_ahead_kb");
-	fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	if (write(fd, LOOP_READ_AHEAD_KB, sizeof(LOOP_READ_AHEAD_KB) - 1) < 0) {
-		/* the default stays */
-	}
-	close(fd);
-}
-
-/*
  * Bind image_fd to a free loop device that detaches itself once unused; its path into
  * dev. Returns the device's fd (the caller closes it once the device is mounted).
  */
@@ -135,7 +114,6 @@ static int loop_attach(int image_fd, bool read_only, char dev[64])
 		}
 		if (ioctl(fd, LOOP_CONFIGURE, &lc) == 0) {
 			close(ctl);
-			loop_read_ahead((unsigned)n);
 			return fd;
 		}
 		r = -errno; /* EBUSY: another spawn configured it first; take the next */
