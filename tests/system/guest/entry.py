@@ -19,6 +19,8 @@ import subprocess
 import sys
 import time
 
+import guest_conf
+
 SHARE = "/systest"
 OUT = os.path.join(SHARE, "out")
 LOGS = os.path.join(OUT, "logs")
@@ -29,22 +31,6 @@ PYTHON = "/usr/bin/python3"
 
 with open(os.path.join(SHARE, "config.json"), encoding="utf-8") as f:
     CONFIG = json.load(f)
-
-
-def workspace_backend():
-    """The container has no loop devices: tmpfs workspaces, set as docs/operations.md says."""
-    return "tmpfs" if CONFIG["layout"] == "container" else "disk"
-
-
-def set_workspace_backend():
-    """A drop-in for the package's daemon, written before it is installed and started."""
-    if workspace_backend() == "disk":
-        return
-    d = "/etc/systemd/system/paddock-sessiond.service.d"
-    os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, "workspace.conf"), "w", encoding="utf-8") as f:
-        f.write("[Service]\nEnvironment=PADDOCK_WORKSPACE_BACKEND=tmpfs\n")
-    subprocess.run(["systemctl", "daemon-reload"], check=True)
 
 
 def env():
@@ -64,7 +50,7 @@ def env():
         "PADDOCK_SYSTEST_ENABLE": CONFIG.get("enable", "paddockctl"),
         "PADDOCK_SYSTEST_LAYOUT": CONFIG["layout"],
         # What the test stacks beside the package's daemon run with (paddock_stack.py).
-        "PADDOCK_SYSTEST_WORKSPACE_BACKEND": workspace_backend(),
+        "PADDOCK_SYSTEST_WORKSPACE_BACKEND": guest_conf.workspace_backend(CONFIG["layout"]),
         "PYTHONDONTWRITEBYTECODE": "1",
     })
     return e
@@ -182,9 +168,9 @@ def external_checks():
 
 def phase_install():
     debs = os.path.join(SHARE, "debs")
-    set_workspace_backend()
+    keep_conf = guest_conf.prepare_install(CONFIG["layout"], SRC)
     run_step("install " + CONFIG["old"],
-             ["apt-get", "install", "-y", "-q", os.path.join(debs, CONFIG["old"])])
+             ["apt-get", "install", "-y", "-q", *keep_conf, os.path.join(debs, CONFIG["old"])])
     lifecycle("test_enable_the_site")
     lifecycle("test_units_active")
     # The suites talk to the site on 127.0.0.1:8080: without it every test of every file

@@ -22,7 +22,9 @@ import urllib3
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "integration"))
+sys.path.insert(0, HERE)
 
+import guest_conf  # noqa: E402
 import paddock_stack as ps  # noqa: E402
 
 SHARE = os.environ.get("PADDOCK_SYSTEST_SHARE", "/systest")
@@ -385,7 +387,10 @@ def test_purge():
 
 def test_live_sessions_before_poweroff():
     new = os.environ["PADDOCK_SYSTEST_NEW"]
-    sh("apt-get", "install", "-y", "-q", os.path.join(DEBS, new), timeout=600)
+    # purged: the container's setting goes in again before the package
+    keep_conf = guest_conf.prepare_install(os.environ["PADDOCK_SYSTEST_LAYOUT"],
+                                           os.environ["PADDOCK_SOURCE_DIR"])
+    sh("apt-get", "install", "-y", "-q", *keep_conf, os.path.join(DEBS, new), timeout=600)
     enable_site()
     c = client()
     sids = sessions_with_state(c)
