@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "runtimes.h"
+#include "values.h"
 
 enum kind { K_STR, K_INT, K_SIZE, K_BOOL };
 
@@ -49,10 +51,6 @@ struct setting {
 	{                                                                                          \
 		k, NULL, K_BOOL, offsetof(PaddockConfig, f), d, 0, 1                               \
 	}
-
-#define KiB (1024LL)
-#define MiB (1024LL * KiB)
-#define GiB (1024LL * MiB)
 
 static const struct setting settings[] = {
 	S("state_dir", state_dir, "/var/lib/paddock"),
@@ -123,53 +121,8 @@ static const struct setting settings[] = {
 	S("egress_pool", egress_pool, "10.209.0.0/16"),
 	S("egress_host_iface_prefix", egress_host_iface_prefix, "pdk"),
 	S("egress_host_netns", egress_host_netns, ""),
+	S("runtimes_dir", runtimes_dir, "/etc/paddock/runtimes"),
 };
-
-static int parse_int(const char *s, bool sized, int64_t *ret)
-{
-	char *end;
-	long long v;
-
-	errno = 0;
-	v = strtoll(s, &end, 10);
-	if (errno || end == s)
-		return -EINVAL;
-	if (sized && *end) {
-		int64_t mult = 1;
-
-		switch (toupper((unsigned char)*end)) {
-		case 'K': mult = KiB; break;
-		case 'M': mult = MiB; break;
-		case 'G': mult = GiB; break;
-		default: return -EINVAL;
-		}
-		end++;
-		if (toupper((unsigned char)*end) == 'I')
-			end++;
-		if (toupper((unsigned char)*end) == 'B')
-			end++;
-		if (v > INT64_MAX / mult || v < INT64_MIN / mult)
-			return -ERANGE;
-		v *= mult;
-	}
-	if (*end)
-		return -EINVAL;
-	*ret = v;
-	return 0;
-}
-
-static int parse_bool(const char *s, bool *ret)
-{
-	if (!strcmp(s, "1") || !strcasecmp(s, "true") || !strcasecmp(s, "yes") ||
-	    !strcasecmp(s, "on"))
-		*ret = true;
-	else if (!strcmp(s, "0") || !strcasecmp(s, "false") || !strcasecmp(s, "no") ||
-		 !strcasecmp(s, "off"))
-		*ret = false;
-	else
-		return -EINVAL;
-	return 0;
-}
 
 static int apply(PaddockConfig *c, const struct setting *s, const char *value, char *err,
 		 size_t errlen)
@@ -188,7 +141,7 @@ static int apply(PaddockConfig *c, const struct setting *s, const char *value, c
 		return 0;
 	}
 	case K_BOOL:
-		if (parse_bool(value, (bool *)field) < 0) {
+		if (value_parse_bool(value, (bool *)field) < 0) {
 			snprintf(err, errlen, "%s: expected true or false, got '%s'", s->key,
 				 value);
 			return -EINVAL;
@@ -196,7 +149,7 @@ static int apply(PaddockConfig *c, const struct setting *s, const char *value, c
 		return 0;
 	case K_INT:
 	case K_SIZE:
-		if (parse_int(value, s->kind == K_SIZE, &v) < 0) {
+		if (value_parse_int(value, s->kind == K_SIZE, &v) < 0) {
 			snprintf(err, errlen, "%s: expected %s, got '%s'", s->key,
 				 s->kind == K_SIZE ? "a size such as 512M" : "an integer", value);
 			return -EINVAL;
@@ -221,18 +174,6 @@ int config_set(PaddockConfig *c, const char *key, const char *value, char *err, 
 	return -EINVAL;
 }
 
-static char *trim(char *s)
-{
-	char *e;
-
-	while (isspace((unsigned char)*s))
-		s++;
-	e = s + strlen(s);
-	while (e > s && isspace((unsigned char)e[-1]))
-		*--e = '\0';
-	return s;
-}
-
 static int load_file(PaddockConfig *c, const char *path, char *err, size_t errlen)
 {
 	FILE *f = fopen(path, "re");
@@ -246,7 +187,7 @@ static int load_file(PaddockConfig *c, const char *path, char *err, size_t errle
 		char *eq, *key, *val;
 
 		lineno++;
-		key = trim(line);
+		key = value_trim(line);
 		if (!*key || *key == '#')
 			continue;
 		eq = strchr(key, '=');
@@ -256,8 +197,8 @@ static int load_file(PaddockConfig *c, const char *path, char *err, size_t errle
 			break;
 		}
 		*eq = '\0';
-		key = trim(key);
-		val = trim(eq + 1);
+		key = value_trim(key);
+		val = value_trim(eq + 1);
 		r = config_set(c, key, val, err, errlen);
 		if (r < 0)
 			break;
@@ -428,7 +369,11 @@ int config_load(PaddockConfig *c, const char *path, char *err, size_t errlen)
 	r = load_env(c, err, errlen);
 	if (r < 0)
 		return r;
-	return check_relations(c, err, errlen);
+	r = check_relations(c, err, errlen);
+	if (r < 0)
+		return r;
+	/* After the global settings: a profile takes what its file leaves out from them. */
+	return runtimes_load(c, err, errlen);
 }
 
 void config_dump(const PaddockConfig *c, FILE *out)
@@ -458,6 +403,7 @@ void config_dump(const PaddockConfig *c, FILE *out)
 
 void config_free(PaddockConfig *c)
 {
+	runtimes_free(c);
 	for (size_t i = 0; i < ARRAY_SIZE(settings); i++)
 		if (settings[i].kind == K_STR) {
 			char **p = (char **)((char *)c + settings[i].off);

@@ -13,6 +13,29 @@
  */
 #define NODE_NAME_MAX 63
 
+/* Runtime profiles: at most this many, named by 1 to RUNTIME_NAME_MAX of a-z 0-9 . _ -
+ * (the first a letter or a digit); "default" names the host's own /usr. */
+#define RUNTIMES_MAX 16
+#define RUNTIME_NAME_MAX 63
+#define RUNTIME_DEFAULT "default"
+
+/*
+ * One runtime profile (common/runtimes.c reads them): a tree sessions run on instead of
+ * the host's /usr, with its own warm pool and, where its file says so, its own limits.
+ * Every field is set: what the file leaves out is the global setting.
+ */
+typedef struct RuntimeProfile {
+	char name[RUNTIME_NAME_MAX + 1];
+	char *root;		/* absolute path of the tree: its usr, etc and top-level links */
+	char *description;	/* for listings; may be empty */
+	int64_t pool_size;	/* warm sandboxes with Python started */
+	int64_t kernel_prewarm; /* warm kernel-tier sandboxes */
+	int64_t memory_max_bytes;
+	int64_t pids_max;
+	int64_t cpu_quota_percent;
+	bool egress; /* a veth with a default route in each of its sessions */
+} RuntimeProfile;
+
 /* Every setting, with the bounds config.c enforces. Strings are owned. */
 typedef struct PaddockConfig {
 	/* paths */
@@ -95,6 +118,11 @@ typedef struct PaddockConfig {
 	char *egress_pool; /* IPv4 CIDR the sessions' /30 links come from */
 	char *egress_host_iface_prefix; /* host-side veth names: prefix + link number */
 	char *egress_host_netns;	/* netns file for the host side; empty: sessiond's own */
+
+	/* runtime profiles: <runtimes_dir>/<name>.conf, in the order of their names */
+	char *runtimes_dir;
+	RuntimeProfile *runtimes;
+	size_t n_runtimes;
 } PaddockConfig;
 
 /* Fill defaults, then read path (NULL or missing file: none), then the environment.

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* paddockctl: its context, and what its files offer each other (paddockctl.c runs the
- * commands; commands.c and doctor.c do them; client.c talks to the daemon). */
+ * commands; commands.c, runtime.c and doctor.c do them; client.c talks to the daemon). */
 #pragma once
 
 #include <limits.h>
@@ -48,6 +48,12 @@ int cmd_show(const Ctl *c, const char *id);
 int cmd_kill(const Ctl *c, const char *id);
 int cmd_drain(const Ctl *c, bool on, bool wait, double timeout);
 int cmd_stats(const Ctl *c);
+
+/* runtime.c: the runtime profiles; args are the options after NAME */
+int cmd_runtime_list(const Ctl *c);
+int cmd_runtime_build(const Ctl *c, const char *name, int argc, char **argv);
+int cmd_runtime_add(const Ctl *c, const char *name, int argc, char **argv);
+int cmd_runtime_remove(const Ctl *c, const char *name);
 
 /* doctor.c: every check, printed (or as JSON); 0 when none failed */
 int cmd_doctor(const Ctl *c, const char *nginx_conf);

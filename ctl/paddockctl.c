@@ -27,6 +27,14 @@ static void usage(FILE *f)
 		"                        stop (or resume) accepting new sessions; --wait: until none\n"
 		"                        is left\n"
 		"  stats                 counts, cgroup version, limits in force\n"
+		"  runtime list          the runtime profiles: roots, pools, sessions\n"
+		"  runtime build NAME [--packages A,B] [--suite S] [--mirror M] [--root DIR]\n"
+		"                        a Debian tree made with mmdebstrap, as a profile\n"
+		"  runtime add NAME --root DIR\n"
+		"                        an existing tree (an unpacked image) as a profile\n"
+		"      both take --pool-size N --kernel-prewarm N --memory SIZE --pids N\n"
+		"      --cpu PERCENT --egress true|false --description TEXT\n"
+		"  runtime remove NAME   unregister a profile (its tree is kept)\n"
 		"  doctor [--nginx-conf FILE]\n"
 		"                        check this host: kernel features, cgroups, seccomp,\n"
 		"                        runtimes, users, units, sockets, directories, nginx\n"
@@ -50,6 +58,19 @@ static int cmd_site(const char *what)
 	r = strcmp(what, "enable") == 0 ? site_enable(&h) : site_disable(&h);
 	/* Whatever went wrong was said; -EINVAL is kept for a bad command line. */
 	return r < 0 ? -EIO : 0;
+}
+
+static int run_runtime(Ctl *c, int argc, char **argv)
+{
+	if (argc == 1 && strcmp(argv[0], "list") == 0)
+		return cmd_runtime_list(c);
+	if (argc == 2 && strcmp(argv[0], "remove") == 0)
+		return cmd_runtime_remove(c, argv[1]);
+	if (argc >= 2 && strcmp(argv[0], "build") == 0)
+		return cmd_runtime_build(c, argv[1], argc - 2, argv + 2);
+	if (argc >= 2 && strcmp(argv[0], "add") == 0)
+		return cmd_runtime_add(c, argv[1], argc - 2, argv + 2);
+	return -EINVAL;
 }
 
 static int run(Ctl *c, int argc, char **argv)
@@ -85,6 +106,8 @@ static int run(Ctl *c, int argc, char **argv)
 		}
 		return cmd_drain(c, on, wait, timeout);
 	}
+	if (strcmp(cmd, "runtime") == 0)
+		return run_runtime(c, argc - 1, argv + 1);
 	if (strcmp(cmd, "site") == 0 && argc == 2 &&
 	    (strcmp(argv[1], "enable") == 0 || strcmp(argv[1], "disable") == 0))
 		return cmd_site(argv[1]);

@@ -207,10 +207,15 @@ int manager_new(const PaddockConfig *cfg, Loop *loop, int lock_wait_ms, Manager 
 			"ones refused until there is room",
 			sandbox_env_workspace_problem(m->env));
 	m->pool_warm_max = pool_warm_max(cfg);
+	m->n_pools = (int)(cfg->n_runtimes + 1) * POOL_KINDS;
 	log_info("cgroup %s; workspaces on %s; sessions up to %lld; %zu pool sandboxes warming "
-		 "at once",
+		 "at once; %zu runtime profiles",
 		 sandbox_env_cgroup_version(m->env), sandbox_env_workspace_backend(m->env),
-		 (long long)cfg->max_sessions, m->pool_warm_max);
+		 (long long)cfg->max_sessions, m->pool_warm_max, cfg->n_runtimes);
+	for (size_t i = 0; i < cfg->n_runtimes; i++)
+		if (!sandbox_env_runtime_problem(m->env, i + 1))
+			log_info("runtime profile '%s' on %s, %lld warm", cfg->runtimes[i].name,
+				 cfg->runtimes[i].root, (long long)cfg->runtimes[i].pool_size);
 	adopt_or_clean(m);
 	r = loop_add_timer(loop, (uint64_t)cfg->reclaim_interval_ms, on_reclaim, m, &m->reclaim);
 	if (r < 0)

@@ -106,6 +106,12 @@ json_object *code_sd_request(ReqCtx *rq, const char *op, const char *session_id)
 
 /* Validate an optional session_id field; answers 422 and returns -1 when it is bad. */
 int code_take_session_id(ReqCtx *rq, json_object *body, const char **ret);
+/* The same for image (a runtime profile's name, a hint: an unknown one runs the default):
+ * a string of at most CODE_IMAGE_MAX bytes, or absent or null (*ret NULL). */
+#define CODE_IMAGE_MAX 255
+int code_take_image(ReqCtx *rq, json_object *body, const char **ret);
+/* Put image into a sessiond create request (nothing when NULL); -1 without memory. */
+int code_request_image(json_object *req, const char *image);
 
 /*
  * Validate an optional cwd (a directory under /workspace) against a session; 0 when

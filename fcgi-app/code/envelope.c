@@ -174,6 +174,26 @@ int code_take_session_id(ReqCtx *rq, json_object *body, const char **ret)
 	return 0;
 }
 
+int code_take_image(ReqCtx *rq, json_object *body, const char **ret)
+{
+	size_t len;
+	int r = json_in_string(body, "image", ret, &len);
+
+	if (r == 0)
+		*ret = NULL;
+	if (r < 0 || (r > 0 && len > CODE_IMAGE_MAX)) {
+		code_invalid(rq, "image", "string_type",
+			     "image must be a string of at most %d bytes, or null", CODE_IMAGE_MAX);
+		return -1;
+	}
+	return 0;
+}
+
+int code_request_image(json_object *req, const char *image)
+{
+	return image ? json_set(req, "image", json_object_new_string(image)) : 0;
+}
+
 int code_check_cwd(ReqCtx *rq, const char *session_id, const char *cwd)
 {
 	_cleanup_json_ json_object *req = code_sd_request(rq, "list", session_id);

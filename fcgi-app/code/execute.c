@@ -36,6 +36,7 @@ struct exec_req {
 	const char *cwd;	 /* NULL: the workspace */
 	const char *user;	 /* NULL: the session's own account */
 	const char *kernel_name; /* jupyter: the kernel asked for, NULL: the default */
+	const char *image;	 /* a new session's runtime profile; NULL: the default */
 };
 
 static const struct {
@@ -186,7 +187,8 @@ static int parse_exec(ReqCtx *rq, json_object *body, struct exec_req *x)
 	    take_stateful(rq, body, &x->stateful) < 0 ||
 	    take_opt_string(rq, body, "cwd", &x->cwd) < 0 ||
 	    take_opt_string(rq, body, "user", &x->user) < 0 ||
-	    take_opt_string(rq, body, "kernel_name", &x->kernel_name) < 0)
+	    take_opt_string(rq, body, "kernel_name", &x->kernel_name) < 0 ||
+	    code_take_image(rq, body, &x->image) < 0)
 		return -1;
 	if (x->cwd && (!*x->cwd || strlen(x->cwd) > 4000)) {
 		code_invalid(rq, "cwd", "value_error",
@@ -263,7 +265,8 @@ struct target {
 };
 
 /* create; *sid gets the new id. The daemon's errors are answered here. */
-static int create_session(ReqCtx *rq, const char *want, bool kernel, struct target *t)
+static int create_session(ReqCtx *rq, const char *want, bool kernel, const char *image,
+			  struct target *t)
 {
 	_cleanup_json_ json_object *req = code_sd_request(rq, "create", want);
 	const CodeRuntimes *rt = code_runtimes(rq->app->cfg);
@@ -274,6 +277,7 @@ static int create_session(ReqCtx *rq, const char *want, bool kernel, struct targ
 	/* endpoint: the session's Python goes to the Jupyter Server (its JavaScript does not). */
 	if (!req || json_set(req, "plane", json_object_new_string("code")) < 0 ||
 	    json_set(req, "kernel", json_object_new_boolean(kernel)) < 0 ||
+	    code_request_image(req, image) < 0 ||
 	    json_set(req, "endpoint", json_object_new_boolean(rt->endpoint_ok)) < 0) {
 		code_fail(rq, 500, "out of memory");
 		return -1;
@@ -364,14 +368,14 @@ static int acquire_session(ReqCtx *rq, const struct exec_req *x, bool kernel, st
 			snprintf(t->id, sizeof(t->id), "%s", x->session_id);
 			return 0;
 		}
-		return create_session(rq, x->session_id, kernel, t);
+		return create_session(rq, x->session_id, kernel, x->image, t);
 	}
 	if (foreign_user) {
 		*refuse = true;
 		return 0;
 	}
 	t->one_off = !x->stateful;
-	return create_session(rq, NULL, kernel, t);
+	return create_session(rq, NULL, kernel, x->image, t);
 }
 
 /* ---- the reply ---- */

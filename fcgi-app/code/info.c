@@ -129,25 +129,65 @@ static json_object *packages_list(const CodeRuntimes *rt)
 	return a;
 }
 
-/* Warm sandboxes waiting in sessiond's pools (native and kernel); 0 when it cannot say. */
-static int64_t prewarmed(ReqCtx *rq)
+/* sessiond's stats (owned), or NULL when it cannot say: one call serves a whole answer. */
+static json_object *daemon_stats(ReqCtx *rq)
 {
 	_cleanup_json_ json_object *req = code_sd_request(rq, "stats", NULL);
-	int64_t native = 0, kernel = 0;
+	json_object *o = NULL;
 	SessiondReply rep;
 
 	if (!req || sessiond_call(&rq->w->sd, req, SESSIOND_RETRY_ANY, &rep) < 0)
-		return 0;
-	if (rep.ok) {
-		json_in_int(rep.obj, "pool_ready", &native);
-		json_in_int(rep.obj, "pool_kernel_ready", &kernel);
-	}
+		return NULL;
+	if (rep.ok)
+		o = json_object_get(rep.obj);
 	sessiond_reply_clear(&rep);
+	return o;
+}
+
+/* Warm sandboxes waiting in the default runtime's pools (native and kernel); 0 when the
+ * daemon cannot say. */
+static int64_t prewarmed(json_object *stats)
+{
+	int64_t native = 0, kernel = 0;
+
+	if (stats) {
+		json_in_int(stats, "pool_ready", &native);
+		json_in_int(stats, "pool_kernel_ready", &kernel);
+	}
 	return native + kernel;
+}
+
+/* The runtimes a session may name as its image, as clients see them: no host paths. */
+static json_object *runtimes_list(json_object *stats)
+{
+	static const char *const shown[] = {
+		"name",	       "description", "usable", "pool_ready", "pool_kernel_ready",
+		"pool_target", "sessions",    "limits"
+	};
+	json_object *a = json_object_new_array(), *all, *e;
+
+	if (!a || !stats || !json_object_object_get_ex(stats, "runtimes", &all) ||
+	    !json_object_is_type(all, json_type_array))
+		return a;
+	for (size_t i = 0; i < json_object_array_length(all); i++) {
+		json_object *src = json_object_array_get_idx(all, i);
+
+		e = json_object_new_object();
+		for (size_t k = 0; e && k < ARRAY_SIZE(shown); k++)
+			if (json_object_object_get_ex(src, shown[k], NULL) &&
+			    json_copy_field(e, src, shown[k]) < 0)
+				json_putp(&e);
+		if (json_append(a, e) < 0) {
+			json_putp(&a);
+			break;
+		}
+	}
+	return a;
 }
 
 void code_info(ReqCtx *rq)
 {
+	_cleanup_json_ json_object *stats = daemon_stats(rq);
 	const PaddockConfig *cfg = rq->app->cfg;
 	const CodeRuntimes *rt = code_runtimes(cfg);
 	const char *kinds[] = { rt->python_serves ? "python" : NULL, rt->node_ok ? "nodejs" : NULL,
@@ -164,8 +204,9 @@ void code_info(ReqCtx *rq)
 		    0 ||
 	    json_set(d, "default_timeout", json_object_new_int64(cfg->exec_timeout_default)) < 0 ||
 	    json_set(d, "max_timeout", json_object_new_int64(cfg->exec_timeout_max)) < 0 ||
-	    json_set(d, "prewarmed", json_object_new_int64(prewarmed(rq))) < 0 ||
-	    json_set(d, "packages", packages_list(rt)) < 0) {
+	    json_set(d, "prewarmed", json_object_new_int64(prewarmed(stats))) < 0 ||
+	    json_set(d, "packages", packages_list(rt)) < 0 ||
+	    json_set(d, "runtimes", runtimes_list(stats)) < 0) {
 		json_object_put(d);
 		code_fail(rq, 500, "out of memory");
 		return;
@@ -218,27 +259,25 @@ static json_object *code_interpreter(const PaddockConfig *cfg, const CodeRuntime
 	return o;
 }
 
-/* The sandbox facts the daemon reports (cgroup version, node), or NULL when it is away. */
-static json_object *sandbox_facts(ReqCtx *rq)
+/* The sandbox facts the daemon reports (cgroup version, node, the runtimes), or NULL when
+ * it is away. */
+static json_object *sandbox_facts(json_object *stats)
 {
-	_cleanup_json_ json_object *req = code_sd_request(rq, "stats", NULL);
-	json_object *o = NULL;
-	SessiondReply rep;
+	json_object *o = stats ? json_object_new_object() : NULL;
 
-	if (!req || sessiond_call(&rq->w->sd, req, SESSIOND_RETRY_ANY, &rep) < 0)
-		return NULL;
-	if (rep.ok && (o = json_object_new_object()) &&
-	    (json_copy_field(o, rep.obj, "cgroup") < 0 || json_copy_field(o, rep.obj, "node") < 0))
+	if (o &&
+	    (json_copy_field(o, stats, "cgroup") < 0 || json_copy_field(o, stats, "node") < 0 ||
+	     json_set(o, "runtimes", runtimes_list(stats)) < 0))
 		json_putp(&o);
-	sessiond_reply_clear(&rep);
 	return o;
 }
 
 void code_capabilities(ReqCtx *rq)
 {
+	_cleanup_json_ json_object *stats = daemon_stats(rq);
 	const PaddockConfig *cfg = rq->app->cfg;
 	const CodeRuntimes *rt = code_runtimes(cfg);
-	json_object *d = json_object_new_object(), *sb = sandbox_facts(rq);
+	json_object *d = json_object_new_object(), *sb = sandbox_facts(stats);
 
 	if (!d || json_set(d, "code_interpreter", code_interpreter(cfg, rt)) < 0 ||
 	    (sb ? json_set(d, "sandbox", sb) : json_set_null(d, "sandbox")) < 0) {

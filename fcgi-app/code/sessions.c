@@ -41,9 +41,10 @@ static bool handle_endpoint(json_object *h)
 static json_object *session_view(json_object *h)
 {
 	json_object *o = json_object_new_object();
-	static const char *const copied[] = { "session_id",	      "execution_count",
-					      "created_at",	      "last_activity_at",
-					      "idle_timeout_seconds", "running" };
+	static const char *const copied[] = {
+		"session_id",		"execution_count", "created_at", "last_activity_at",
+		"idle_timeout_seconds", "running",	   "runtime"
+	};
 
 	if (!o)
 		return NULL;
@@ -83,6 +84,7 @@ static int call(ReqCtx *rq, json_object *req, enum sessiond_retry retry, Session
 struct create_req {
 	const char *session_id; /* NULL: generated */
 	const char *cwd;	/* NULL: the workspace */
+	const char *image;	/* the runtime profile asked for; NULL: the default */
 	bool kernel;		/* Python on the kernel tier */
 };
 
@@ -92,7 +94,8 @@ static int parse_create(ReqCtx *rq, json_object *body, bool jupyter, struct crea
 	const char *user = NULL, *lang = NULL;
 
 	*c = (struct create_req){ 0 };
-	if (body && code_take_session_id(rq, body, &c->session_id) < 0)
+	if (body && (code_take_session_id(rq, body, &c->session_id) < 0 ||
+		     code_take_image(rq, body, &c->image) < 0))
 		return -1;
 	if (body && (json_in_string(body, "cwd", &c->cwd, NULL) < 0 ||
 		     json_in_string(body, "user", &user, NULL) < 0 ||
@@ -126,6 +129,7 @@ static int create(ReqCtx *rq, const struct create_req *c, json_object **handle)
 	if (req &&
 	    (json_set(req, "plane", json_object_new_string("code")) < 0 ||
 	     json_set(req, "kernel", json_object_new_boolean(c->kernel)) < 0 ||
+	     code_request_image(req, c->image) < 0 ||
 	     json_set(req, "endpoint",
 		      json_object_new_boolean(code_runtimes(rq->app->cfg)->endpoint_ok)) < 0))
 		json_putp(&req);

@@ -144,9 +144,14 @@ void otari_destroy(ReqCtx *rq)
 
 /* The fields of a session's handle GET /sessions/{id} shows, as sessiond has them. */
 static const char *const handle_fields[] = {
-	"session_id", "idle_timeout_seconds", "max_lifetime_seconds",
-	"created_at", "last_activity_at",     "execution_count",
+	"session_id",
+	"idle_timeout_seconds",
+	"max_lifetime_seconds",
+	"created_at",
+	"last_activity_at",
+	"execution_count",
 	"running",
+	"runtime",
 };
 
 void otari_lookup(ReqCtx *rq)
@@ -163,8 +168,6 @@ void otari_lookup(ReqCtx *rq)
 	out = json_object_new_object();
 	for (size_t i = 0; out && i < ARRAY_SIZE(handle_fields); i++)
 		json_copy_field(out, rep.obj, handle_fields[i]);
-	/* Every session runs on the host's own tree until runtime profiles come. */
-	json_set(out, "runtime", json_object_new_string("default"));
 	sessiond_reply_clear(&rep);
 	if (json_incomplete(out)) {
 		http_error(&rq->http, 500, NULL, "out of memory");

@@ -42,6 +42,7 @@ void op_stats(Manager *m, Conn *c, const Request *rq)
 	json_set(o, "draining", json_object_new_boolean(m->draining));
 	json_set(o, "cgroup", json_object_new_string(sandbox_env_cgroup_version(m->env)));
 	json_set(o, "node", json_object_new_string(cfg->node_name));
+	/* The default runtime's pools here; each runtime's in "runtimes". */
 	json_set(o, "pool_ready", json_object_new_int64((int64_t)m->pool_n[0]));
 	json_set(o, "pool_kernel_ready", json_object_new_int64((int64_t)m->pool_n[1]));
 	json_set(o, "pool_started", json_object_new_int64((int64_t)pool_started(m)));
@@ -68,6 +69,9 @@ void op_stats(Manager *m, Conn *c, const Request *rq)
 	json_set(lim, "tenant_max_sessions", json_object_new_int64(tenant_session_cap(cfg)));
 	json_set(lim, "tenant_cpu_weight", json_object_new_int64(cfg->tenant_cpu_weight));
 	json_set(o, "limits", lim);
+	json_set(o, "runtimes", runtimes_stats(m));
+	json_set(o, "retired_runtime_sessions",
+		 json_object_new_int64((int64_t)runtimes_retired_sessions(m)));
 	conn_reply(c, o, NULL, 0);
 }
 
@@ -128,6 +132,7 @@ void op_metrics(Manager *m, Conn *c, const Request *rq)
 		fprintf(f, "paddock_sessions_ended_total{reason=\"%s\"} %llu\n", reasons[i],
 			(unsigned long long)m->kills_by_reason[i]);
 	tenant_metrics_write(m, f);
+	runtimes_metrics_write(m, f);
 	fclose(f);
 	o = reply_ok();
 	json_set(o, "text", json_object_new_string_len(text ? text : "", (int)len));

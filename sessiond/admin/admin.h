@@ -3,6 +3,7 @@
 #pragma once
 
 #include <json-c/json.h>
+#include <stdio.h>
 
 #include "session/session.h"
 
@@ -17,3 +18,9 @@ void op_metrics(Manager *m, Conn *c, const Request *rq);
 void op_sessions(Manager *m, Conn *c, const Request *rq);
 /* {"op": "kill" | "drain" | "admin_sessions"} (root only: the server checks the peer). */
 void op_admin(Manager *m, Conn *c, const Request *rq);
+
+/* runtimes.c: the runtimes (default first, then each profile) for stats and metrics */
+json_object *runtimes_stats(const Manager *m);
+/* Live sessions on profiles no longer configured. */
+size_t runtimes_retired_sessions(const Manager *m);
+void runtimes_metrics_write(const Manager *m, FILE *f);

@@ -251,7 +251,8 @@ int store_session_insert(Store *s, const SessionRow *row)
 	int r = cached(s, &s->session_insert,
 		       "INSERT INTO sessions (id, tenant, uid, created_at, last_activity_at,"
 		       " idle_timeout, max_lifetime, image, init_pid, init_ctl_fd, plane, kernel,"
-		       " execution_count, rid, endpoint) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+		       " execution_count, rid, endpoint, runtime)"
+		       " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
 
 	if (r < 0)
 		return r;
@@ -271,6 +272,7 @@ int store_session_insert(Store *s, const SessionRow *row)
 	sqlite3_bind_int64(st, 13, row->execution_count);
 	bind_text_or_null(st, 14, row->rid);
 	sqlite3_bind_int(st, 15, row->endpoint);
+	bind_text_or_null(st, 16, row->runtime);
 	return step_kept(st);
 }
 
@@ -313,6 +315,7 @@ void session_rows_free(SessionRow *rows, size_t n)
 		free(rows[i].image);
 		free(rows[i].plane);
 		free(rows[i].rid);
+		free(rows[i].runtime);
 	}
 	free(rows);
 }
@@ -327,7 +330,7 @@ int store_sessions_load(Store *s, SessionRow **rows_ret, size_t *n_ret)
 	r = prepare(s,
 		    "SELECT id, tenant, uid, created_at, last_activity_at, idle_timeout,"
 		    " max_lifetime, image, init_pid, init_ctl_fd, plane, kernel, execution_count,"
-		    " rid, endpoint FROM sessions",
+		    " rid, endpoint, runtime FROM sessions",
 		    &st);
 	if (r < 0)
 		return r;
@@ -355,6 +358,7 @@ int store_sessions_load(Store *s, SessionRow **rows_ret, size_t *n_ret)
 			.execution_count = sqlite3_column_int64(st, 12),
 			.rid = dup_col(st, 13),
 			.endpoint = sqlite3_column_int(st, 14) != 0,
+			.runtime = dup_col(st, 15),
 		};
 		n++;
 	}

@@ -17,7 +17,7 @@ typedef struct SessionRow {
 	double last_activity_at;
 	int64_t idle_timeout;
 	int64_t max_lifetime;
-	char *image; /* NULL when none */
+	char *image; /* the hint the create gave, NULL when none */
 	pid_t init_pid;
 	int init_ctl_fd;
 	char *plane; /* "otari" or "code"; NULL reads as "otari" */
@@ -25,6 +25,7 @@ typedef struct SessionRow {
 	bool kernel;
 	bool endpoint; /* Python runs on the external Jupyter Server */
 	int64_t execution_count;
+	char *runtime; /* the runtime profile it runs on; NULL: the default */
 } SessionRow;
 
 /* Open (creating) the database at path and apply pending migrations. */

@@ -13,6 +13,7 @@
 #include "cleanup.h"
 #include "exec/exec.h"
 #include "lifecycle.h"
+#include "runtimes.h"
 #include "log.h"
 #include "session/tenant.h"
 #include "workspace/editor.h"
@@ -60,6 +61,20 @@ void adopt_remains_kill(Manager *m, const SessionRow *row)
 	zombie_add(m, row_rid(row), (uid_t)-1, pidfd);
 }
 
+/* The runtime it was built on, by name: the same profile if it is still configured, else
+ * retired (it runs on as it was built; new sessions cannot have it). */
+static void adopt_runtime(Session *s, const char *name)
+{
+	size_t i = runtime_find(s->m->cfg, name);
+
+	snprintf(s->runtime_name, sizeof(s->runtime_name), "%s", name ?: RUNTIME_DEFAULT);
+	s->runtime = name && !i ? RUNTIME_RETIRED : i;
+	if (s->runtime == RUNTIME_RETIRED)
+		log_info("SESSION_ID=%s runs on runtime profile '%s', no longer configured: it "
+			 "keeps its sandbox until it ends",
+			 s->id, s->runtime_name);
+}
+
 int adopt_session(Manager *m, const SessionRow *row)
 {
 	_cleanup_close_ int pidfd = -1, ctl = -1, ws = -1;
@@ -100,6 +115,7 @@ int adopt_session(Manager *m, const SessionRow *row)
 	s->max_lifetime = row->max_lifetime;
 	s->plane = row->plane && !strcmp(row->plane, "code") ? PLANE_CODE : PLANE_OTARI;
 	s->kernel = row->kernel;
+	adopt_runtime(s, row->runtime);
 	/* An endpoint bridge died with the old daemon: the next call starts a new kernel. */
 	s->endpoint = row->endpoint;
 	s->execution_count = (uint64_t)row->execution_count;

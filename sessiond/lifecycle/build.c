@@ -15,19 +15,39 @@ static void build_undo(Manager *m, Session *s)
 	uid_release(m, s->uid);
 }
 
-/* Give s (id and rid set) a uid and a sandbox whose child is setting itself up, workspace
- * included (p); build_finish() completes it. On failure s holds nothing new. */
+/* The limits of a sandbox of s's runtime: its profile's, else the global settings. */
+static SandboxLimits build_limits(const Manager *m, const Session *s, bool background)
+{
+	const PaddockConfig *c = m->cfg;
+	SandboxLimits lim = {
+		.memory_bytes = c->memory_max_bytes,
+		.pids = c->pids_max,
+		.cpu_percent = c->cpu_quota_percent,
+		.workspace_bytes = c->workspace_bytes,
+		.tmp_bytes = c->tmp_bytes,
+		.nofile = c->nofile_max,
+		.cpu_background = background,
+		.egress = c->egress,
+		.runtime = s->runtime,
+	};
+
+	if (s->runtime >= 1 && s->runtime <= c->n_runtimes) {
+		const RuntimeProfile *p = &c->runtimes[s->runtime - 1];
+
+		lim.memory_bytes = p->memory_max_bytes;
+		lim.pids = p->pids_max;
+		lim.cpu_percent = p->cpu_quota_percent;
+		lim.egress = p->egress;
+	}
+	return lim;
+}
+
+/* Give s (id and rid set, its runtime chosen) a uid and a sandbox whose child is setting
+ * itself up, workspace included (p); build_finish() completes it. On failure s holds
+ * nothing new. */
 int build_start(Manager *m, Session *s, SandboxPending *p, bool background)
 {
-	SandboxLimits lim = {
-		.memory_bytes = m->cfg->memory_max_bytes,
-		.pids = m->cfg->pids_max,
-		.cpu_percent = m->cfg->cpu_quota_percent,
-		.workspace_bytes = m->cfg->workspace_bytes,
-		.tmp_bytes = m->cfg->tmp_bytes,
-		.nofile = m->cfg->nofile_max,
-		.cpu_background = background,
-	};
+	SandboxLimits lim = build_limits(m, s, background);
 	int r;
 
 	r = uid_take(m, &s->uid);

@@ -93,9 +93,11 @@ static json_object *create_refusal(Manager *m, json_object *req)
 void op_create(Manager *m, Conn *c, const Request *rq)
 {
 	json_object *req = rq->body;
-	bool kernel = req_bool(req, "kernel");
 	json_object *refusal;
 	Session *s;
+	size_t runtime;
+	bool kernel;
+	int which;
 
 	/* Another create for this id waits for its sandbox: this one is answered after it. */
 	if (create_follow(m, c, req))
@@ -104,10 +106,17 @@ void op_create(Manager *m, Conn *c, const Request *rq)
 		conn_reply(c, refusal, NULL, 0);
 		return;
 	}
-	s = pool_take(m, kernel);
+	runtime = create_runtime(m, req);
+	/* A profile whose Python lacks IPython serves the kernel tier's sessions natively:
+	 * same code, plainer outputs (the handle says which). */
+	kernel = req_bool(req, "kernel") && sandbox_env_runtime_has_kernel(m->env, runtime);
+	if (kernel != req_bool(req, "kernel"))
+		json_set(req, "kernel", json_object_new_boolean(false));
+	which = pool_index(runtime, kernel);
+	s = pool_take(m, which);
 	if (s)
 		create_finish(m, c, req, s);
 	else
-		create_wait(m, c, req, kernel ? POOL_KERNEL : POOL_NATIVE);
+		create_wait(m, c, req, which);
 	pool_schedule(m); /* a refill after a hand-over; a build at once for a wait */
 }

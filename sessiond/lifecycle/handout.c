@@ -7,6 +7,7 @@
 
 #include "lifecycle.h"
 #include "log.h"
+#include "runtimes.h"
 #include "session/tenant.h"
 
 /* Whether a create is the code plane's. */
@@ -65,6 +66,22 @@ json_object *create_error(const Manager *m, json_object *req, int r)
 	return e;
 }
 
+size_t create_runtime(const Manager *m, json_object *req)
+{
+	const char *image = req_string(req, "image");
+	size_t i = runtime_find(m->cfg, image);
+	const char *problem = i ? sandbox_env_runtime_problem(m->env, i) : NULL;
+
+	/* The protocol's rule: an image is a hint, never a reason to fail. */
+	if (image && !i && strcmp(image, RUNTIME_DEFAULT) != 0)
+		log_info("REQUEST_ID=%s image '%.64s' names no runtime profile: the default runs",
+			 req_string(req, "request_id") ?: "-", image);
+	if (problem)
+		log_warn("REQUEST_ID=%s runtime profile '%s' cannot serve (%s): the default runs",
+			 req_string(req, "request_id") ?: "-", image, problem);
+	return problem ? 0 : i;
+}
+
 /* s, just taken from the pool, becomes the session req asked for; c gets the answer.
  * 0 when the session is there, else the error c got. */
 int create_finish(Manager *m, Conn *c, json_object *req, Session *s)
@@ -105,9 +122,7 @@ int create_finish(Manager *m, Conn *c, json_object *req, Session *s)
 		clamp_hint(req, "max_lifetime_seconds", cfg->lifetime_default, cfg->lifetime_max);
 	s->created_at = s->last_activity_at = now_real();
 	m->sessions_created++;
-	if (image)
-		log_info("SESSION_ID=%s image hint '%.64s' has no runtime profile: ignored", s->id,
-			 image);
+	snprintf(s->runtime_name, sizeof(s->runtime_name), "%s", runtime_name(cfg, s->runtime));
 	row = (SessionRow){ .id = s->id,
 			    .tenant = s->tenant,
 			    .uid = s->uid,
@@ -121,7 +136,8 @@ int create_finish(Manager *m, Conn *c, json_object *req, Session *s)
 			    .plane = code ? "code" : "otari",
 			    .kernel = kernel,
 			    .endpoint = s->endpoint,
-			    .rid = s->rid };
+			    .rid = s->rid,
+			    .runtime = s->runtime ? s->runtime_name : NULL };
 	journal_before_insert(m, s->id);
 	r = store_session_insert(m->store, &row);
 	if (r < 0) {
@@ -131,8 +147,8 @@ int create_finish(Manager *m, Conn *c, json_object *req, Session *s)
 			   0);
 		return r;
 	}
-	log_info("SESSION_ID=%s created uid=%u init_pid=%d tenant=%s sandbox=%s", s->id, s->uid,
-		 s->sb.pid, s->tenant ?: "-", s->rid);
+	log_info("SESSION_ID=%s created uid=%u init_pid=%d tenant=%s sandbox=%s runtime=%s", s->id,
+		 s->uid, s->sb.pid, s->tenant ?: "-", s->rid, s->runtime_name);
 	conn_reply(c, session_handle(s), NULL, 0);
 	return 0;
 }

@@ -47,8 +47,10 @@ size_t pool_building_total(const Manager *m);
 /* SessionEvents.interp_settled: a pooled interpreter answered its first request, or
  * died: the next build may start; handed out meanwhile, its sandbox gets its weight. */
 void pool_interp_settled(Session *s);
-/* A warm sandbox, or NULL when none is in the pool. */
-Session *pool_take(Manager *m, bool kernel);
+/* A warm sandbox of pool which (pool_index()), or NULL when none is in it. */
+Session *pool_take(Manager *m, int which);
+/* How many sandboxes pool which keeps ready. */
+size_t pool_target(const Manager *m, int which);
 void pool_free_all(Manager *m);
 
 /* waiting.c */
@@ -83,6 +85,9 @@ int create_finish(Manager *m, Conn *c, json_object *req, Session *s);
 json_object *create_error(const Manager *m, json_object *req, int r);
 /* Whether a create is the code plane's. */
 bool req_is_code(json_object *req);
+/* The runtime a create's image selects: its profile's index when one of that name is
+ * configured and can serve, else 0 (the default; logged when a name was given). */
+size_t create_runtime(const Manager *m, json_object *req);
 
 /* waiting.c */
 /* A create for an id another waiting create asked for follows that one (true: it does). */
@@ -93,4 +98,4 @@ void create_wait(Manager *m, Conn *c, json_object *req, int which);
 void create_serve_oldest(Manager *m, int which, Session *s);
 /* Builds keep failing (r as from a build): the waiting creates beyond the oldest
  * `building` (those a build under way will serve) get the error. */
-void create_fail_unbuilt_waiting(Manager *m, const size_t building[POOL_KINDS], int r);
+void create_fail_unbuilt_waiting(Manager *m, const size_t building[POOLS_MAX], int r);

@@ -43,13 +43,18 @@ size_t pool_warm_max(const PaddockConfig *cfg)
 	return (size_t)CPU_COUNT(&cpus) + 1;
 }
 
-static size_t pool_target(const Manager *m, int which)
+size_t pool_target(const Manager *m, int which)
 {
 	const PaddockConfig *c = m->cfg;
+	size_t runtime = pool_runtime(which);
+	const RuntimeProfile *p = runtime ? &c->runtimes[runtime - 1] : NULL;
 
-	if (which == POOL_KERNEL)
-		return (size_t)c->kernel_prewarm;
-	return (size_t)(c->pool_size + c->code_prewarm);
+	/* A profile whose tree cannot serve keeps no pool: its creates run on the default. */
+	if (p && sandbox_env_runtime_problem(m->env, runtime))
+		return 0;
+	if (pool_is_kernel(which))
+		return (size_t)(p ? p->kernel_prewarm : c->kernel_prewarm);
+	return (size_t)(p ? p->pool_size : c->pool_size + c->code_prewarm);
 }
 
 /* Whether the pool is below its target, counting the sandboxes already being built. */
@@ -60,13 +65,27 @@ static bool pool_short(const Manager *m, int which)
 
 size_t pool_building_total(const Manager *m)
 {
-	return m->pool_building[POOL_NATIVE] + m->pool_building[POOL_KERNEL];
+	size_t n = 0;
+
+	for (int which = 0; which < m->n_pools; which++)
+		n += m->pool_building[which];
+	return n;
+}
+
+/* Ready sandboxes in every pool. */
+static size_t pool_ready_total(const Manager *m)
+{
+	size_t n = 0;
+
+	for (int which = 0; which < m->n_pools; which++)
+		n += m->pool_n[which];
+	return n;
 }
 
 /* Its interpreter has answered its first request: truly ready. */
 static bool pool_interp_answered(const Session *s, int which)
 {
-	const Interp *ip = &s->interps[which == POOL_KERNEL ? INTERP_KERNEL : INTERP_PYTHON];
+	const Interp *ip = &s->interps[pool_is_kernel(which) ? INTERP_KERNEL : INTERP_PYTHON];
 
 	return ip->state == INTERP_READY && !ip->probing;
 }
@@ -76,7 +95,7 @@ size_t pool_warming(const Manager *m)
 {
 	size_t n = pool_building_total(m);
 
-	for (int which = POOL_NATIVE; which < POOL_KINDS; which++)
+	for (int which = 0; which < m->n_pools; which++)
 		for (const Session *s = m->pool[which]; s; s = s->next)
 			for (int k = 0; k < INTERP_KIND_COUNT; k++)
 				n += s->interps[k].state == INTERP_STARTING ||
@@ -88,7 +107,7 @@ size_t pool_started(const Manager *m)
 {
 	size_t n = 0;
 
-	for (int which = POOL_NATIVE; which < POOL_KINDS; which++)
+	for (int which = 0; which < m->n_pools; which++)
 		for (const Session *s = m->pool[which]; s; s = s->next)
 			n += pool_interp_answered(s, which);
 	return n;
@@ -226,10 +245,10 @@ static void pool_build_complete(PoolBuild *b)
 	m->build_error[0] = '\0';
 	session_pool_push(s, which);
 	m->pool_built++;
-	r = interp_start(s, which == POOL_KERNEL ? INTERP_KERNEL : INTERP_PYTHON);
+	r = interp_start(s, pool_is_kernel(which) ? INTERP_KERNEL : INTERP_PYTHON);
 	if (r < 0)
 		log_warn("pool sandbox %s: interpreter not started: %s", s->rid, strerror(-r));
-	while (m->waiting[which] && (s = pool_take(m, which == POOL_KERNEL)))
+	while (m->waiting[which] && (s = pool_take(m, which)))
 		create_serve_oldest(m, which, s);
 	/* Built for a create whose worker has gone since, into a pool already full. */
 	while (m->pool_n[which] > pool_target(m, which))
@@ -286,6 +305,8 @@ static int pool_build_one(Manager *m, int which, bool background)
 		return -ENOMEM;
 	}
 	*b = (PoolBuild){ .m = m, .s = s, .which = which, .background = background };
+	s->runtime = pool_runtime(which);
+	s->kernel = pool_is_kernel(which);
 	s->undo = editor_undo_new();
 	r = s->undo ? pool_rid(s->rid, sizeof(s->rid)) : -ENOMEM;
 	if (r == 0) {
@@ -319,15 +340,15 @@ static void on_pool_timer(Loop *l, void *data)
 	m->pool_timer = NULL;
 	if (m->draining)
 		return;
-	for (int which = POOL_NATIVE; which < POOL_KINDS; which++) {
+	for (int which = 0; which < m->n_pools; which++) {
 		if (!pool_short(m, which))
 			continue;
 		/* The cores left over serve requests while the pool refills. */
 		if (pool_warming(m) >= m->pool_warm_max)
 			return; /* a sandbox that settles schedules the next */
 		/* Warm sandboxes count against the host's capacity like live ones. */
-		if ((int64_t)(m->n_sessions + m->pool_n[POOL_NATIVE] + m->pool_n[POOL_KERNEL] +
-			      pool_building_total(m)) >= m->cfg->max_sessions)
+		if ((int64_t)(m->n_sessions + pool_ready_total(m) + pool_building_total(m)) >=
+		    m->cfg->max_sessions)
 			return;
 		r = pool_build_one(m, which, true);
 		if (r < 0) {
@@ -365,7 +386,7 @@ static void pool_feed_waiting(Manager *m)
 		build_retry_arm(m, now); /* after a failure, the pause first */
 		return;
 	}
-	for (int which = POOL_NATIVE; which < POOL_KINDS; which++)
+	for (int which = 0; which < m->n_pools; which++)
 		while (m->pool_building_fg[which] < m->n_waiting[which]) {
 			int r;
 
@@ -380,6 +401,14 @@ static void pool_feed_waiting(Manager *m)
 		}
 }
 
+static bool pool_any_short(const Manager *m)
+{
+	for (int which = 0; which < m->n_pools; which++)
+		if (pool_short(m, which))
+			return true;
+	return false;
+}
+
 void pool_schedule(Manager *m)
 {
 	/* A refill waits until POOL_PACE_MS after the last hand-over, so the session just
@@ -389,7 +418,7 @@ void pool_schedule(Manager *m)
 	pool_feed_waiting(m);
 	if (m->pool_timer)
 		return;
-	if (!pool_short(m, POOL_NATIVE) && !pool_short(m, POOL_KERNEL))
+	if (!pool_any_short(m))
 		return;
 	loop_add_timer(m->loop, ready_at > now ? ready_at - now : 0, on_pool_timer, m,
 		       &m->pool_timer);
@@ -411,9 +440,8 @@ static Session *pool_pick(Manager *m, int which)
 
 /* A warm sandbox, or NULL when none is in the pool: the caller waits for a build rather
  * than finishing one here, which would hold the loop while a child sets itself up. */
-Session *pool_take(Manager *m, bool kernel)
+Session *pool_take(Manager *m, int which)
 {
-	int which = kernel ? POOL_KERNEL : POOL_NATIVE;
 	Session *s = pool_pick(m, which);
 
 	if (!s)
@@ -435,7 +463,7 @@ void pool_free_all(Manager *m)
 	m->build_retry = loop_remove(m->loop, m->build_retry);
 	while (m->pool_builds)
 		pool_build_drop(m->pool_builds);
-	for (int which = POOL_NATIVE; which < POOL_KINDS; which++)
+	for (int which = 0; which < m->n_pools; which++)
 		while (m->pool[which])
 			session_destroy(m->pool[which], "shutdown");
 }

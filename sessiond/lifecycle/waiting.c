@@ -26,7 +26,7 @@ struct CreateWait {
 /* The waiting create that asked for this id, if any. */
 static CreateWait *waiting_for_id(Manager *m, const char *id)
 {
-	for (int which = POOL_NATIVE; which < POOL_KINDS; which++)
+	for (int which = 0; which < m->n_pools; which++)
 		for (CreateWait *w = m->waiting[which]; w; w = w->next) {
 			const char *want = req_string(w->req, "session_id");
 
@@ -38,14 +38,18 @@ static CreateWait *waiting_for_id(Manager *m, const char *id)
 
 size_t create_waiting_total(const Manager *m)
 {
-	return m->n_waiting[0] + m->n_waiting[1];
+	size_t n = 0;
+
+	for (int which = 0; which < m->n_pools; which++)
+		n += m->n_waiting[which];
+	return n;
 }
 
 size_t create_waiting_of_tenant(const Manager *m, const char *tenant)
 {
 	size_t n = 0;
 
-	for (int which = POOL_NATIVE; which < POOL_KINDS; which++)
+	for (int which = 0; which < m->n_pools; which++)
 		for (const CreateWait *w = m->waiting[which]; w; w = w->next) {
 			const char *t = req_string(w->req, "tenant");
 
@@ -56,7 +60,7 @@ size_t create_waiting_of_tenant(const Manager *m, const char *tenant)
 
 void create_waiting_of_code(const Manager *m, size_t *n_code, size_t *n_kernel)
 {
-	for (int which = POOL_NATIVE; which < POOL_KINDS; which++)
+	for (int which = 0; which < m->n_pools; which++)
 		for (const CreateWait *w = m->waiting[which]; w; w = w->next)
 			if (req_is_code(w->req)) {
 				(*n_code)++;
@@ -86,7 +90,7 @@ static void waiting_arm(Manager *m)
 	uint64_t first = UINT64_MAX, now = now_ms();
 
 	m->wait_timer = loop_remove(m->loop, m->wait_timer);
-	for (int which = POOL_NATIVE; which < POOL_KINDS; which++)
+	for (int which = 0; which < m->n_pools; which++)
 		for (const CreateWait *w = m->waiting[which]; w; w = w->next)
 			if (w->deadline_ms < first)
 				first = w->deadline_ms;
@@ -178,9 +182,9 @@ static void waiting_fail(Manager *m, CreateWait *w, int r)
 	waiting_done(m, w, r);
 }
 
-void create_fail_unbuilt_waiting(Manager *m, const size_t building[POOL_KINDS], int r)
+void create_fail_unbuilt_waiting(Manager *m, const size_t building[POOLS_MAX], int r)
 {
-	for (int which = POOL_NATIVE; which < POOL_KINDS; which++) {
+	for (int which = 0; which < m->n_pools; which++) {
 		CreateWait **pp = &m->waiting[which];
 
 		/* Builds serve the oldest first: those past the builds under way have none. */
@@ -201,7 +205,7 @@ static void on_wait_deadline(Loop *l, void *data)
 
 	(void)l;
 	m->wait_timer = NULL;
-	for (int which = POOL_NATIVE; which < POOL_KINDS; which++) {
+	for (int which = 0; which < m->n_pools; which++) {
 		CreateWait **pp = &m->waiting[which];
 
 		while (*pp) {
@@ -233,7 +237,7 @@ static void followers_conn_closed(CreateWait *w, Conn *c)
 
 void create_conn_closed(Manager *m, Conn *c)
 {
-	for (int which = POOL_NATIVE; which < POOL_KINDS; which++) {
+	for (int which = 0; which < m->n_pools; which++) {
 		CreateWait **pp = &m->waiting[which];
 
 		while (*pp) {
@@ -265,7 +269,7 @@ void create_conn_closed(Manager *m, Conn *c)
 void create_free_all(Manager *m)
 {
 	m->wait_timer = loop_remove(m->loop, m->wait_timer);
-	for (int which = POOL_NATIVE; which < POOL_KINDS; which++)
+	for (int which = 0; which < m->n_pools; which++)
 		while (m->waiting[which])
 			waiting_free(waiting_pop(m, which));
 }

@@ -73,7 +73,10 @@ static int egress_env_setup(SandboxEnv *env, const PaddockConfig *cfg)
 	unsigned prefix;
 	int r;
 
+	/* The pool serves sessions of every runtime whose egress is on. */
 	env->egress = cfg->egress;
+	for (size_t i = 0; i < cfg->n_runtimes; i++)
+		env->egress |= cfg->runtimes[i].egress;
 	if (!env->egress)
 		return 0;
 	if (egress_pool_parse(cfg->egress_pool, &env->egress_net, &prefix) < 0) {
@@ -168,6 +171,9 @@ int sandbox_env_new(const PaddockConfig *cfg, SandboxEnv **ret)
 	r = egress_env_setup(env, cfg);
 	if (r < 0)
 		return r; /* it said why */
+	r = roots_env_setup(env, cfg);
+	if (r < 0)
+		return r; /* it said why */
 
 	r = cgroup_env_setup(env, cfg->cgroup_root, instance_name(cfg->state_dir, instance));
 	if (r < 0)
@@ -199,6 +205,7 @@ SandboxEnv *sandbox_env_free(SandboxEnv *env)
 	ws_disk_env_clear(env);
 	cgroup_env_clear(env);
 	seccomp_env_clear(env);
+	roots_env_clear(env);
 	safe_close(env->init_fd);
 	safe_close(env->host_netns_fd);
 	safe_close(env->egress_netns_fd);

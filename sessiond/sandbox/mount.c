@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* The sandbox's file system view: a read-only tmpfs root built from the host's /usr and /etc. */
+/* The sandbox's file system view: a read-only tmpfs root built from its runtime's /usr and
+ * /etc (the host's own, or a runtime profile's tree). */
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
@@ -16,7 +17,7 @@
 #include "sandbox_layout.h"
 
 /*
- * Host /etc entries a runtime may need, bound read-only when they exist.
+ * /etc entries a runtime may need, bound read-only when they exist.
  * Nothing that names users, holds secrets or configures services.
  */
 static const char *const etc_whitelist[] = {
@@ -52,20 +53,41 @@ static const char *const etc_whitelist[] = {
 	"environment",
 };
 
-/* Top-level host directories that merged-/usr makes symlinks into usr. */
+/*
+ * Of those, what describes the host rather than the software: its network (the sandbox's
+ * egress leaves through it) and its clock. They come from the host's /etc whatever tree
+ * the sandbox runs on; everything else comes from the runtime's.
+ */
+static const char *const etc_of_host[] = {
+	"hosts", "resolv.conf", "host.conf", "gai.conf", "localtime", "timezone",
+};
+
+/* Top-level directories that merged-/usr makes symlinks into usr. */
 static const char *const root_dirs[] = { "bin", "sbin", "lib", "lib32", "lib64", "libx32" };
 
-static bool etc_wanted(const char *name)
+static bool name_in(const char *name, const char *const *patterns, size_t n)
 {
-	for (size_t i = 0; i < ARRAY_SIZE(etc_whitelist); i++)
-		if (fnmatch(etc_whitelist[i], name, 0) == 0)
+	for (size_t i = 0; i < n; i++)
+		if (fnmatch(patterns[i], name, 0) == 0)
 			return true;
 	return false;
 }
 
+/* The login shell the sandbox user gets: bash where its tree has one. */
+static const char *login_shell(const char *root)
+{
+	_cleanup_close_ int root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	int fd = root_fd < 0 ? -1 : root_open_in(root_fd, "bin/bash", O_PATH);
+
+	if (fd < 0)
+		return "/bin/sh";
+	close(fd);
+	return "/bin/bash";
+}
+
 int mount_prepare_from_parent(const SandboxEnv *env, const char *id, struct child_args *a)
 {
-	const char *shell = access("/bin/bash", X_OK) == 0 ? "/bin/bash" : "/bin/sh";
+	const char *shell = login_shell(env->runtime_roots[a->limits.runtime]);
 	int r;
 
 	r = workspace_path(env, id, a->workspace, sizeof(a->workspace));
@@ -96,39 +118,38 @@ struct dirent64_raw {
 	char name[];
 };
 
-static void etc_note(struct child_args *a, int dfd, const char *name)
+static void etc_note(struct child_args *a, const char *name, bool from_host)
 {
 	struct etc_entry *e = &a->etc[a->n_etc];
 	size_t len = strlen(name);
-	struct stat st;
 
-	if (name[0] == '.' || len >= sizeof(e->name) || !etc_wanted(name))
-		return;
-	/* Follow symlinks: the bind follows them too, and dangling ones are skipped. */
-	if (fstatat(dfd, name, &st, 0) < 0)
-		return;
-	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+	if (name[0] == '.' || len >= sizeof(e->name) ||
+	    !name_in(name, etc_whitelist, ARRAY_SIZE(etc_whitelist)) ||
+	    name_in(name, etc_of_host, ARRAY_SIZE(etc_of_host)) != from_host)
 		return;
 	memcpy(e->name, name, len + 1);
-	e->dir = S_ISDIR(st.st_mode);
+	e->from_host = from_host;
 	a->n_etc++;
 }
 
-/* The whitelisted entries of the host's /etc as they are now, read without opendir(). */
-static int etc_scan(struct child_args *a)
+/* The whitelisted entries of root_fd's /etc as they are now, read without opendir():
+ * those of the host's kind (from_host) or the others. Which are files or directories is
+ * seen when they are bound. */
+static int etc_scan(struct child_args *a, int root_fd, bool from_host)
 {
-	_cleanup_close_ int dfd = open("/etc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	_cleanup_close_ int dfd = root_open_in(root_fd, "etc", O_RDONLY | O_DIRECTORY);
 	char buf[8192] __attribute__((aligned(8)));
 	ssize_t n;
 
+	if (dfd == -ENOENT)
+		return 0; /* a tree without /etc: the sandbox's has passwd and group only */
 	if (dfd < 0)
-		return -errno;
-	a->n_etc = 0;
+		return dfd;
 	while ((n = syscall(SYS_getdents64, dfd, buf, sizeof(buf))) > 0)
 		for (ssize_t off = 0; off < n && a->n_etc < ETC_ENTRIES_MAX;) {
 			const struct dirent64_raw *de = (const void *)(buf + off);
 
-			etc_note(a, dfd, de->name);
+			etc_note(a, de->name, from_host);
 			off += de->reclen;
 		}
 	return n < 0 ? -errno : 0;
@@ -139,15 +160,16 @@ static void root_links_scan(struct child_args *a)
 	a->n_links = 0;
 	for (size_t i = 0; i < ARRAY_SIZE(root_dirs) && a->n_links < ROOT_LINKS_MAX; i++) {
 		struct root_link *l = &a->links[a->n_links];
-		char path[32];
 		struct stat st;
 		ssize_t n;
 
-		if (path_join(path, sizeof(path), "", root_dirs[i]) < 0 || lstat(path, &st) < 0)
+		/* At the top of the tree: root_fd is its root, nothing above it to escape to. */
+		if (fstatat(a->root_fd, root_dirs[i], &st, AT_SYMLINK_NOFOLLOW) < 0)
 			continue;
 		l->name = root_dirs[i];
 		if (S_ISLNK(st.st_mode)) {
-			n = readlink(path, l->target, sizeof(l->target) - 1);
+			/* Recreated as it is: resolved in the sandbox, where the tree is "/". */
+			n = readlinkat(a->root_fd, root_dirs[i], l->target, sizeof(l->target) - 1);
 			if (n < 0)
 				continue;
 			l->target[n] = '\0';
@@ -161,11 +183,16 @@ static void root_links_scan(struct child_args *a)
 	}
 }
 
-/* Read at every start, so a sandbox shows the host as it is when the sandbox is made. */
+/* Read at every start, so a sandbox shows its tree and the host as they are when the
+ * sandbox is made. */
 int host_scan_in_child(struct child_args *a)
 {
-	int r = etc_scan(a);
+	int r;
 
+	a->n_etc = 0;
+	r = etc_scan(a, a->root_fd, false);
+	if (r >= 0)
+		r = etc_scan(a, a->host_fd, true);
 	if (r < 0)
 		return r;
 	root_links_scan(a);
@@ -181,6 +208,35 @@ static int bind_ro(const char *src, const char *dst, unsigned long extra)
 		  NULL) < 0)
 		return -errno;
 	return 0;
+}
+
+/* The fd's own path, for mount(2): the magic link names exactly the file opened. Written
+ * by hand: no stdio in the child. */
+static void fd_path(int fd, char out[32])
+{
+	static const char prefix[] = "/proc/self/fd/";
+	char digits[12];
+	size_t n = 0, len = sizeof(prefix) - 1;
+
+	memcpy(out, prefix, len);
+	do
+		digits[n++] = (char)('0' + fd % 10);
+	while ((fd /= 10) > 0 && n < sizeof(digits));
+	while (n)
+		out[len++] = digits[--n];
+	out[len] = '\0';
+}
+
+/* path of root_fd's tree, resolved inside it, bound read-only at dst. */
+static int bind_ro_in(int root_fd, const char *path, const char *dst, unsigned long extra)
+{
+	_cleanup_close_ int fd = root_open_in(root_fd, path, O_PATH);
+	char src[32];
+
+	if (fd < 0)
+		return fd;
+	fd_path(fd, src);
+	return bind_ro(src, dst, extra);
 }
 
 static int write_file(const char *path, const char *text, mode_t mode)
@@ -232,17 +288,15 @@ int mount_root_in_child(struct child_args *a)
 
 int mount_usr_in_child(struct child_args *a)
 {
-	(void)a;
 	if (mkdir("usr", 0755) < 0)
 		return -errno;
-	return bind_ro("/usr", "usr", 0);
+	return bind_ro_in(a->root_fd, "usr", "usr", 0);
 }
 
 int mount_root_links_in_child(struct child_args *a)
 {
 	for (size_t i = 0; i < a->n_links; i++) {
 		const struct root_link *l = &a->links[i];
-		char src[32];
 		int r;
 
 		if (l->is_link) {
@@ -250,22 +304,52 @@ int mount_root_links_in_child(struct child_args *a)
 				return -errno;
 			continue;
 		}
-		/* A host without merged /usr: the directory itself, read-only. */
-		r = path_join(src, sizeof(src), "", l->name);
-		if (r < 0)
-			return r;
+		/* A tree without merged /usr: the directory itself, read-only. */
 		if (mkdir(l->name, 0755) < 0)
 			return -errno;
-		r = bind_ro(src, l->name, 0);
+		r = bind_ro_in(a->root_fd, l->name, l->name, 0);
 		if (r < 0)
 			return r;
 	}
 	return 0;
 }
 
+/* One entry of the runtime's (or the host's) /etc at its place in the sandbox's: a
+ * placeholder of its kind to mount on, then the bind. Gone since the scan, or neither a
+ * file nor a directory (a dangling link): left out. */
+static int etc_bind(const struct child_args *a, const struct etc_entry *e)
+{
+	int root = e->from_host ? a->host_fd : a->root_fd;
+	char path[ETC_NAME_MAX + 8], dst[ETC_NAME_MAX + 8], src[32];
+	_cleanup_close_ int fd = -1;
+	struct stat st;
+	int r;
+
+	r = path_join(path, sizeof(path), "etc", e->name);
+	if (r < 0)
+		return r;
+	memcpy(dst, path, sizeof(dst));
+	fd = root_open_in(root, path, O_PATH);
+	if (fd == -ENOENT || fd == -ELOOP)
+		return 0;
+	if (fd < 0)
+		return fd;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (S_ISDIR(st.st_mode))
+		r = mkdir(dst, 0755) < 0 ? -errno : 0;
+	else if (S_ISREG(st.st_mode))
+		r = touch(dst, 0644);
+	else
+		return 0;
+	if (r < 0)
+		return r;
+	fd_path(fd, src);
+	return bind_ro(src, dst, MS_NOEXEC);
+}
+
 int mount_etc_in_child(struct child_args *a)
 {
-	char src[ETC_NAME_MAX + 8], dst[ETC_NAME_MAX + 8];
 	int r;
 
 	if (mkdir("etc", 0755) < 0)
@@ -274,22 +358,8 @@ int mount_etc_in_child(struct child_args *a)
 		  "mode=0755,size=262144") < 0)
 		return -errno;
 	for (size_t i = 0; i < a->n_etc; i++) {
-		const struct etc_entry *e = &a->etc[i];
-
-		r = path_join(src, sizeof(src), "/etc", e->name);
-		if (r >= 0)
-			r = path_join(dst, sizeof(dst), "etc", e->name);
+		r = etc_bind(a, &a->etc[i]);
 		if (r < 0)
-			return r;
-		if (e->dir)
-			r = mkdir(dst, 0755) < 0 ? -errno : 0;
-		else
-			r = touch(dst, 0644);
-		if (r < 0)
-			return r;
-		r = bind_ro(src, dst, MS_NOEXEC);
-		/* Removed from the host since the parent looked: leave the placeholder. */
-		if (r < 0 && r != -ENOENT)
 			return r;
 	}
 	r = write_file("etc/passwd", a->passwd, 0644);

@@ -321,8 +321,9 @@ int netns_setup_from_parent(SandboxEnv *env, int pidfd, pid_t pid)
 	r = netlink_socket_in(env, pidfd, &sk);
 	if (r < 0)
 		return r;
+	/* Called only for a sandbox with an egress link (the others make their own netns). */
 	r = lo_up(sk);
-	if (r < 0 || !env->egress)
+	if (r < 0)
 		return r;
 	return egress_setup(env, sk, pid);
 }

@@ -11,7 +11,7 @@
 /* The longest sandbox id: it names a cgroup and a workspace directory. */
 #define SANDBOX_ID_MAX 128
 
-/* Resource limits applied to one sandbox. */
+/* Resource limits applied to one sandbox, and what it runs on. */
 typedef struct SandboxLimits {
 	int64_t memory_bytes;	 /* memory.max; swap is always 0 */
 	int64_t pids;		 /* pids.max */
@@ -20,6 +20,8 @@ typedef struct SandboxLimits {
 	int64_t tmp_bytes;	 /* size of the /tmp tmpfs */
 	int64_t nofile;		 /* RLIMIT_NOFILE */
 	bool cpu_background;	 /* the least CPU weight, until sandbox_cpu_foreground() */
+	bool egress;		 /* a veth with a default route (needs the env's egress pool) */
+	size_t runtime;		 /* the tree it runs on: 0 the host's, i runtime profile i's */
 } SandboxLimits;
 
 /* What is fixed for the daemon's lifetime: cgroup layout, the init binary. Opaque. */
@@ -54,6 +56,13 @@ const char *sandbox_env_workspace_backend(const SandboxEnv *env);
 /* Why no workspace can be made now (a full state directory), or NULL: sandbox_spawn()
  * fails with it until the cause is gone. */
 const char *sandbox_env_workspace_problem(const SandboxEnv *env);
+
+/* Why runtime profile i's tree cannot serve sandboxes (missing, no usr, no Python), or
+ * NULL when it can; 0 is the host's own, always usable. */
+const char *sandbox_env_runtime_problem(const SandboxEnv *env, size_t runtime);
+/* Whether runtime i's Python has IPython, which the kernel tier needs (0: the host's,
+ * which the code plane probes itself: true). */
+bool sandbox_env_runtime_has_kernel(const SandboxEnv *env, size_t runtime);
 
 /*
  * Set favordynmods on the cgroup2 mount (dynmods.c says why): 1 when set now, 0 when

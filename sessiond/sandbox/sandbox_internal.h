@@ -65,6 +65,12 @@ struct SandboxEnv {
 	int ws_error;		/* why there is no template (-errno), 0 */
 	int64_t ws_retry_at_ms; /* CLOCK_MONOTONIC: when a spawn may try to make it again */
 	char ws_problem[256];	/* what went wrong, for logs and refusals */
+	/* the trees sandboxes run on (roots.c): [0] "/", [i] runtime profile i's root;
+	 * NULL where a profile's tree cannot serve, runtime_problem[i] saying why */
+	char *runtime_roots[RUNTIMES_MAX + 1];
+	bool runtime_kernel[RUNTIMES_MAX + 1]; /* its Python can run the kernel tier */
+	char runtime_problem[RUNTIMES_MAX + 1][256];
+	size_t n_runtimes;
 };
 
 /*
@@ -116,18 +122,20 @@ enum sandbox_step {
 	STEP_MAX,
 };
 
-#define ETC_ENTRIES_MAX 48
+#define ETC_ENTRIES_MAX 64
 #define ETC_NAME_MAX 64
 #define ROOT_LINKS_MAX 8
 #define FILE_BUF_MAX 1024
 
-/* A host /etc entry bound read-only into the sandbox's /etc. */
+/* An /etc entry bound read-only into the sandbox's /etc: the runtime's, or for what
+ * describes the host's network and clock, the host's. */
 struct etc_entry {
 	char name[ETC_NAME_MAX]; /* file name under /etc */
-	bool dir;		 /* a directory (after following symlinks) */
+	bool from_host;		 /* the host's /etc, not the runtime's */
 };
 
-/* A top-level directory of the host root (bin, lib, ...): a symlink into usr, or a directory. */
+/* A top-level directory of the runtime's root (bin, lib, ...): a symlink into usr, or a
+ * directory. */
 struct root_link {
 	const char *name; /* "bin", "lib", ... */
 	char target[128]; /* symlink target when is_link */
@@ -147,6 +155,8 @@ struct child_args {
 	int ctl_child_fd;	     /* becomes fd 3 */
 	int ctl_parent_fd; /* becomes fd 4: sessiond's end, kept by init for re-adoption */
 	int init_fd;	   /* paddock-init, O_PATH */
+	int root_fd;	   /* the tree it runs on, opened in its mount ns (roots.c) */
+	int host_fd;	   /* the host's "/", the same way */
 	bool net_in_child; /* the child unshares its netns itself (no egress link to make) */
 	uid_t uid;
 	gid_t gid;
@@ -168,6 +178,15 @@ struct child_failure {
 	uint32_t step;
 	int32_t err; /* positive errno */
 };
+
+/* roots.c: the runtimes' trees, opened at start */
+int roots_env_setup(SandboxEnv *env, const PaddockConfig *cfg);
+void roots_env_clear(SandboxEnv *env);
+/* path opened below root_fd as if root_fd were "/" (RESOLVE_IN_ROOT, no magic links):
+ * an fd, or -errno. No allocation: safe in the child. */
+int root_open_in(int root_fd, const char *path, int flags);
+/* a->root_fd and a->host_fd, once the child has its own mount namespace. */
+int roots_open_in_child(struct child_args *a);
 
 /* ids.c, error.c */
 bool sandbox_id_valid(const char *id);

@@ -116,6 +116,7 @@ static const struct child_step child_checklist[] = {
 	{ STEP_CGROUP_ATTACH, cgroup_attach_in_child }, /* what follows is charged to it */
 	{ STEP_WORKSPACE, workspace_create_in_child },	/* still in the daemon's mount ns */
 	{ STEP_UNSHARE, unshare_in_child },
+	{ STEP_HOST_SCAN, roots_open_in_child },
 	{ STEP_HOST_SCAN, host_scan_in_child },
 	{ STEP_NETNS_CHILD, netns_in_child },
 	{ STEP_WAIT_PARENT, wait_for_parent_in_child },
@@ -222,10 +223,11 @@ static int pidfd_kill(int pidfd)
 	return syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0) < 0 ? -errno : 0;
 }
 
-static bool limits_valid(const SandboxLimits *l)
+static bool limits_valid(const SandboxEnv *env, const SandboxLimits *l)
 {
 	return l && l->memory_bytes > 0 && l->pids > 0 && l->cpu_percent > 0 &&
-	       l->workspace_bytes > 0 && l->tmp_bytes > 0 && l->nofile > 0;
+	       l->workspace_bytes > 0 && l->tmp_bytes > 0 && l->nofile > 0 &&
+	       l->runtime <= env->n_runtimes;
 }
 
 /* Wait up to timeout_ms for the child to exec (EOF on the sync socket) or report a
@@ -306,10 +308,15 @@ int sandbox_spawn_start(SandboxEnv *env, const char *id, uid_t uid, gid_t gid,
 	pid_t pid;
 
 	sandbox_set_error("%s", ""); /* what follows is this spawn's error, if any */
-	if (!env || !sandbox_id_valid(id) || uid == 0 || gid == 0 || !limits_valid(limits) ||
+	if (!env || !sandbox_id_valid(id) || uid == 0 || gid == 0 || !limits_valid(env, limits) ||
 	    !ret) {
 		sandbox_set_error("invalid arguments");
 		return -EINVAL;
+	}
+	if (!env->runtime_roots[limits->runtime]) {
+		sandbox_set_error("runtime profile %zu: %s", limits->runtime,
+				  env->runtime_problem[limits->runtime]);
+		return -ENOENT;
 	}
 
 	r = ws_disk_ready(env);
@@ -321,6 +328,7 @@ int sandbox_spawn_start(SandboxEnv *env, const char *id, uid_t uid, gid_t gid,
 	a.gid = gid;
 	a.limits = *limits;
 	a.init_fd = env->init_fd;
+	a.root_fd = a.host_fd = -1; /* opened by the child, in its mount namespace */
 	a.seccomp_prog = &env->seccomp_prog;
 	r = mount_prepare_from_parent(env, id, &a);
 	if (r < 0) {
@@ -346,7 +354,7 @@ int sandbox_spawn_start(SandboxEnv *env, const char *id, uid_t uid, gid_t gid,
 	a.ctl_parent_fd = ctl_parent;
 
 	step = STEP_CLONE;
-	a.net_in_child = !env->egress;
+	a.net_in_child = !(env->egress && limits->egress);
 	pid = clone_pidfd(CLONE_NEWPID | (a.net_in_child ? 0 : CLONE_NEWNET), &pidfd);
 	if (pid < 0) {
 		r = -errno;

@@ -100,7 +100,8 @@ void session_pool_push(Session *s, int which)
 	Manager *m = s->m;
 
 	s->pooled = true;
-	s->kernel = which == POOL_KERNEL;
+	s->kernel = pool_is_kernel(which);
+	s->runtime = pool_runtime(which);
 	LIST_PUSH(m->pool[which], s);
 	m->pool_n[which]++;
 }
@@ -109,7 +110,7 @@ void session_pool_push(Session *s, int which)
 static void pool_list_unlink(Session *s)
 {
 	Manager *m = s->m;
-	int which = s->kernel ? POOL_KERNEL : POOL_NATIVE;
+	int which = pool_index(s->runtime, s->kernel);
 
 	LIST_UNLINK(m->pool[which], s);
 	s->pooled = false;
@@ -140,6 +141,7 @@ json_object *session_handle(const Session *s)
 	json_set(o, "last_activity_at", json_object_new_double(s->last_activity_at));
 	json_set(o, "plane", json_object_new_string(s->plane == PLANE_CODE ? "code" : "otari"));
 	json_set(o, "kernel", json_object_new_boolean(s->kernel));
+	json_set(o, "runtime", json_object_new_string(s->runtime_name));
 	json_set(o, "endpoint", json_object_new_boolean(s->endpoint));
 	json_set(o, "execution_count", json_object_new_int64((int64_t)s->execution_count));
 	json_set(o, "running", json_object_new_boolean(s->run != NULL));

@@ -48,8 +48,27 @@ typedef struct CreateWait CreateWait;
 typedef struct ScanReply ScanReply;
 typedef struct EditorUndo EditorUndo; /* workspace/editor.h */
 
-/* The warm pools, by the interpreter their sandboxes start. */
+/* The warm pools, by the interpreter their sandboxes start... */
 enum { POOL_NATIVE, POOL_KERNEL, POOL_KINDS };
+/* ...and by the runtime they run on (0 the host's, i runtime profile i): pool "which" is
+ * runtime * POOL_KINDS + kind. */
+#define POOLS_MAX ((RUNTIMES_MAX + 1) * POOL_KINDS)
+/* Session.runtime of a re-adopted session whose profile is no longer configured: it runs
+ * on as it was built, and its name is kept. */
+#define RUNTIME_RETIRED ((size_t)-1)
+
+static inline int pool_index(size_t runtime, bool kernel)
+{
+	return (int)(runtime * POOL_KINDS) + (kernel ? POOL_KERNEL : POOL_NATIVE);
+}
+static inline size_t pool_runtime(int which)
+{
+	return (size_t)which / POOL_KINDS;
+}
+static inline bool pool_is_kernel(int which)
+{
+	return which % POOL_KINDS == POOL_KERNEL;
+}
 typedef struct Journal Journal;
 typedef struct TenantTable TenantTable;
 
@@ -100,7 +119,9 @@ struct Session {
 	Interp interps[INTERP_KIND_COUNT];
 	Run *run; /* the execution in flight, or NULL */
 	enum session_plane plane;
-	bool kernel;		     /* Python is served by the kernel tier */
+	bool kernel;	/* Python is served by the kernel tier */
+	size_t runtime; /* what it runs on: 0 the host, i profile i, or retired */
+	char runtime_name[RUNTIME_NAME_MAX + 1]; /* the profile's name, "default" for 0 */
 	bool endpoint;		     /* Python is served by the external Jupyter Server */
 	uint64_t execution_count;    /* calls run so far (the code plane's cell counter) */
 	bool adopting;		     /* re-adopted: init is re-sending its interpreters */
@@ -159,18 +180,19 @@ struct Manager {
 	Session *sessions; /* live sessions */
 	Session **index;   /* the same by id, open addressing (index.c) */
 	size_t index_cap, index_n;
-	Session *pool[POOL_KINDS]; /* ready sandboxes: [0] Python native, [1] Python kernel tier */
-	size_t pool_n[POOL_KINDS];
+	Session *pool[POOLS_MAX]; /* ready sandboxes, by pool_index(runtime, kernel) */
+	size_t pool_n[POOLS_MAX];
+	int n_pools;		       /* the pools in use: POOL_KINDS for each runtime */
 	LoopSource *pool_timer;	       /* the next refill step */
 	struct PoolBuild *pool_builds; /* sandboxes being built, their children setting up */
-	size_t pool_building[POOL_KINDS];
+	size_t pool_building[POOLS_MAX];
 	size_t pool_building_fg
-		[POOL_KINDS]; /* of those, started for waiting creates (default weight) */
+		[POOLS_MAX];  /* of those, started for waiting creates (default weight) */
 	size_t pool_warm_max; /* sandboxes warming up at once, at most */
 	uint64_t pool_built, pool_taken;
-	uint64_t pool_last_take_ms;	 /* monotonic time of the last hand-over */
-	CreateWait *waiting[POOL_KINDS]; /* creates waiting for a sandbox, by pool, oldest first */
-	size_t n_waiting[POOL_KINDS];
+	uint64_t pool_last_take_ms;	/* monotonic time of the last hand-over */
+	CreateWait *waiting[POOLS_MAX]; /* creates waiting for a sandbox, by pool, oldest first */
+	size_t n_waiting[POOLS_MAX];
 	LoopSource *wait_timer;	 /* the earliest deadline of a waiting create */
 	unsigned build_failures; /* builds failed in a row for a reason other than time */
 	uint64_t build_retry_ms; /* no build for waiting creates before then (monotonic) */
@@ -204,7 +226,7 @@ bool session_id_valid(const char *id);
 Session *session_alloc(Manager *m);
 /* Into the live list and the index. */
 void session_link(Session *s);
-/* Into pool which (POOL_NATIVE, POOL_KERNEL), ready to be handed out. */
+/* Into pool which (pool_index()), ready to be handed out: s takes its kind and runtime. */
 void session_pool_push(Session *s, int which);
 /* Out of whichever list s is on (live or pool), and the index. */
 void session_unlink(Session *s);

@@ -436,6 +436,7 @@ int main(void)
 		.workspace_bytes = cfg.workspace_bytes,
 		.tmp_bytes = 32 << 20,
 		.nofile = cfg.nofile_max,
+		.egress = cfg.egress,
 	};
 
 	CHECK(sandbox_spawn(env, "a/b", uid, uid, &lim, &sb) == -EINVAL, "bad id refused");

@@ -134,6 +134,7 @@ static inline void tu_setup(struct tu *t, const char *name)
 		.workspace_bytes = t->cfg.workspace_bytes,
 		.tmp_bytes = 8 << 20,
 		.nofile = 256,
+		.egress = t->cfg.egress,
 	};
 }
 
