@@ -369,11 +369,7 @@ int config_load(PaddockConfig *c, const char *path, char *err, size_t errlen)
 	r = load_env(c, err, errlen);
 	if (r < 0)
 		return r;
-	r = check_relations(c, err, errlen);
-	if (r < 0)
-		return r;
-	/* After the global settings: a profile takes what its file leaves out from them. */
-	return runtimes_load(c, err, errlen);
+	return check_relations(c, err, errlen);
 }
 
 void config_dump(const PaddockConfig *c, FILE *out)

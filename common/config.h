@@ -119,7 +119,9 @@ typedef struct PaddockConfig {
 	char *egress_host_iface_prefix; /* host-side veth names: prefix + link number */
 	char *egress_host_netns;	/* netns file for the host side; empty: sessiond's own */
 
-	/* runtime profiles: <runtimes_dir>/<name>.conf, in the order of their names */
+	/* runtime profiles: <runtimes_dir>/<name>.conf, in the order of their names; read by
+	 * runtimes_load() (common/runtimes.h), not by config_load(): only sessiond and
+	 * paddockctl need them */
 	char *runtimes_dir;
 	RuntimeProfile *runtimes;
 	size_t n_runtimes;

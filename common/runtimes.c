@@ -213,8 +213,10 @@ int runtimes_load(PaddockConfig *c, char *err, size_t errlen)
 		return -EINVAL;
 	}
 	c->runtimes = calloc(RUNTIMES_MAX, sizeof(*c->runtimes));
-	if (!c->runtimes)
+	if (!c->runtimes) {
+		snprintf(err, errlen, "runtime profiles: out of memory");
 		r = -ENOMEM;
+	}
 	while (r == 0 && (e = readdir(d))) {
 		char name[RUNTIME_NAME_MAX + 1], path[4096];
 

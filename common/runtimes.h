@@ -16,8 +16,10 @@
 
 #include "config.h"
 
-/* Read every profile of c->runtimes_dir (missing: none) into c->runtimes, sorted by name.
- * On error, writes a message naming the file and key to err and returns -EINVAL. */
+/* Read every profile of c->runtimes_dir (missing: none) into c->runtimes, sorted by name,
+ * after config_load(): a profile takes what its file leaves out from the global settings.
+ * On error, writes a message naming the file and key to err and returns -EINVAL (what was
+ * read is freed with config_free()). */
 int runtimes_load(PaddockConfig *c, char *err, size_t errlen);
 void runtimes_free(PaddockConfig *c);
 

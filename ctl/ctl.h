@@ -16,11 +16,12 @@
 
 /* The program's context: options and the configuration in force. */
 typedef struct Ctl {
-	const char *config_path; /* --config, or the default file when readable, or NULL */
-	const char *socket_path; /* --socket, or NULL: <runtime_dir>/sessiond.sock */
-	bool json;		 /* --json: print the daemon's replies as JSON */
-	PaddockConfig cfg;	 /* settings: defaults, file, PADDOCK_* variables */
-	char sock[PATH_MAX];	 /* the daemon's socket */
+	const char *config_path;  /* --config, or the default file when readable, or NULL */
+	const char *socket_path;  /* --socket, or NULL: <runtime_dir>/sessiond.sock */
+	bool json;		  /* --json: print the daemon's replies as JSON */
+	PaddockConfig cfg;	  /* settings: defaults, file, PADDOCK_* variables */
+	char runtimes_error[512]; /* why the runtime profiles could not be read, or "" */
+	char sock[PATH_MAX];	  /* the daemon's socket */
 } Ctl;
 
 /* client.c */

@@ -10,6 +10,7 @@
 
 #include "cleanup.h"
 #include "config.h"
+#include "runtimes.h"
 #include "ctl.h"
 #include "site.h"
 
@@ -159,6 +160,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "paddockctl: configuration: %s\n", err);
 		config_free(&c.cfg);
 		return 2;
+	}
+	/* A bad profile must not stop the commands that mend it (runtime remove) or need
+	 * none: it is said, and the profiles are taken as none. */
+	if (runtimes_load(&c.cfg, err, sizeof(err)) < 0) {
+		runtimes_free(&c.cfg);
+		snprintf(c.runtimes_error, sizeof(c.runtimes_error), "%s", err);
 	}
 	if (c.socket_path)
 		snprintf(c.sock, sizeof(c.sock), "%s", c.socket_path);

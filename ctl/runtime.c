@@ -58,6 +58,9 @@ int cmd_runtime_list(const Ctl *c)
 	_cleanup_json_ json_object *req = request("stats", NULL), *rep = NULL;
 	json_object *all;
 
+	if (c->runtimes_error[0])
+		fprintf(stderr, "paddockctl: the runtime profiles cannot be read: %s\n",
+			c->runtimes_error);
 	if (!req)
 		return -ENOMEM;
 	if (ctl_call(c, req, true, &rep) < 0 || !json_object_object_get_ex(rep, "runtimes", &all) ||
@@ -142,25 +145,42 @@ static int profile_args_parse(int argc, char **argv, ProfileArgs *a)
 	return 0;
 }
 
-/* Write the profile's file whole (a temporary file renamed over nothing), then read the
- * configuration back: a setting out of bounds removes the file and says why. */
+/* The configuration with the profiles, as sessiond will read it: 0, or err says why. */
+static int profiles_check(const Ctl *c, char *err, size_t len)
+{
+	PaddockConfig check;
+	int r = config_load(&check, c->config_path, err, len);
+
+	if (r == 0)
+		r = runtimes_load(&check, err, len);
+	config_free(&check);
+	return r;
+}
+
+/* Write the profile's file whole (a temporary file linked into place, never over another),
+ * readable by all as the rest of /etc/paddock; then read the configuration back: a setting
+ * out of bounds removes the file and says why. */
 static int profile_write(const Ctl *c, const char *name, const char *root, const ProfileArgs *a)
 {
-	char path[PATH_MAX], tmp[PATH_MAX + 8], err[512] = "";
+	char path[PATH_MAX], tmp[PATH_MAX + 32], err[512] = "";
 	_cleanup_fclose_ FILE *f = NULL;
-	PaddockConfig check;
 	int r;
 
 	profile_path(c, name, path, sizeof(path));
-	snprintf(tmp, sizeof(tmp), "%s.new", path);
-	if (mkdir(c->cfg.runtimes_dir, 0755) < 0 && errno != EEXIST) {
+	snprintf(tmp, sizeof(tmp), "%s.new.%d", path, (int)getpid());
+	/* Made readable by all: the umask of whoever runs this does not decide it. */
+	if (mkdir(c->cfg.runtimes_dir, 0755) == 0 ? chmod(c->cfg.runtimes_dir, 0755) < 0 :
+						    errno != EEXIST) {
 		fprintf(stderr, "paddockctl: %s: %s\n", c->cfg.runtimes_dir, strerror(errno));
 		return -errno;
 	}
 	f = fopen(tmp, "wxe");
-	if (!f) {
-		fprintf(stderr, "paddockctl: %s: %s\n", tmp, strerror(errno));
-		return -errno;
+	if (!f || fchmod(fileno(f), 0644) < 0) {
+		r = -errno;
+		fprintf(stderr, "paddockctl: %s: %s\n", tmp, strerror(-r));
+		if (f)
+			unlink(tmp);
+		return r;
 	}
 	fprintf(f, "# runtime profile %s (paddockctl runtime)\nroot = %s\n%s", name, root,
 		a->lines);
@@ -172,9 +192,7 @@ static int profile_write(const Ctl *c, const char *name, const char *root, const
 		return r;
 	}
 	unlink(tmp);
-	r = config_load(&check, c->config_path, err, sizeof(err));
-	config_free(&check);
-	if (r < 0) {
+	if (profiles_check(c, err, sizeof(err)) < 0) {
 		fprintf(stderr, "paddockctl: the profile is not valid: %s\n", err);
 		unlink(path);
 		return -EINVAL;
@@ -221,6 +239,16 @@ static int name_check(const Ctl *c, const char *name)
 	if (access(path, F_OK) == 0) {
 		fprintf(stderr, "paddockctl: %s exists: remove the profile first\n", path);
 		return -EEXIST;
+	}
+	if (c->runtimes_error[0]) {
+		fprintf(stderr, "paddockctl: mend the runtime profiles first: %s\n",
+			c->runtimes_error);
+		return -EINVAL;
+	}
+	if (c->cfg.n_runtimes >= RUNTIMES_MAX) {
+		fprintf(stderr, "paddockctl: %d runtime profiles are the most there may be\n",
+			RUNTIMES_MAX);
+		return -ENOSPC;
 	}
 	return 0;
 }
@@ -293,11 +321,24 @@ static int run_wait(char *const argv[])
 	return 0;
 }
 
-/* mmdebstrap into tmp: minbase, Python and the packages asked for. */
+/* A value of --packages, --suite or --mirror, handed to mmdebstrap as one argument: only
+ * the characters such a value has, and never a leading '-' (read as one of its options). */
+static bool plain_argument(const char *what, const char *v, const char *allowed)
+{
+	if (v && (v[0] == '-' || !v[0] || v[strspn(v, allowed)])) {
+		fprintf(stderr, "paddockctl: --%s '%s': a character such a value does not have\n",
+			what, v);
+		return false;
+	}
+	return true;
+}
+
+/* mmdebstrap into tmp: minbase, Python and the packages asked for; from --mirror, else
+ * for the host's own suite the host's apt sources, else Debian's default mirror. */
 static int debootstrap_tree(const ProfileArgs *a, const char *tmp)
 {
 	char include[2048];
-	const char *mirror = a->mirror ? a->mirror : host_sources();
+	const char *mirror = a->mirror ? a->mirror : a->suite ? NULL : host_sources();
 	char *argv[12];
 	size_t n = 0;
 
@@ -323,13 +364,19 @@ int cmd_runtime_build(const Ctl *c, const char *name, int argc, char **argv)
 {
 	ProfileArgs a = { 0 };
 	char parent[PATH_MAX], root[PATH_MAX + RUNTIME_NAME_MAX + 2], tmp[sizeof(root) + 8];
-	char *rm[] = { "rm", "-rf", "--one-file-system", tmp, NULL };
+	char *rm[] = { "rm", "-rf", "--one-file-system", "--", tmp, NULL };
 	int r = profile_args_parse(argc, argv, &a);
 
 	if (r < 0)
 		return -EINVAL;
-	if (a.packages && strpbrk(a.packages, " \t\"'$`\\")) {
-		fprintf(stderr, "paddockctl: --packages: comma-separated package names\n");
+	if (!plain_argument("packages", a.packages, "abcdefghijklmnopqrstuvwxyz0123456789.+-,:") ||
+	    !plain_argument("suite", a.suite, "abcdefghijklmnopqrstuvwxyz0123456789.-") ||
+	    !plain_argument("mirror", a.mirror,
+			    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+			    ".-_~:/?#[]@!&'()*+,;=%"))
+		return -EINVAL;
+	if (a.root && a.root[0] != '/') {
+		fprintf(stderr, "paddockctl: --root %s: an absolute path\n", a.root);
 		return -EINVAL;
 	}
 	r = name_check(c, name);
@@ -349,9 +396,14 @@ int cmd_runtime_build(const Ctl *c, const char *name, int argc, char **argv)
 		fprintf(stderr, "paddockctl: %s exists: give another --root\n", root);
 		return -EEXIST;
 	}
-	/* Made beside its place and renamed when whole: an interrupted build is never used. */
+	/* Made beside its place and renamed when whole: an interrupted build is never used.
+	 * One left by an earlier build is not removed unasked. */
 	snprintf(tmp, sizeof(tmp), "%s.tmp", root);
-	(void)run_wait(rm);
+	if (access(tmp, F_OK) == 0) {
+		fprintf(stderr, "paddockctl: %s exists (an interrupted build?): remove it first\n",
+			tmp);
+		return -EEXIST;
+	}
 	r = debootstrap_tree(&a, tmp);
 	if (r == 0 && rename(tmp, root) < 0)
 		r = -errno;
@@ -360,5 +412,9 @@ int cmd_runtime_build(const Ctl *c, const char *name, int argc, char **argv)
 		return r;
 	}
 	r = tree_check(c, root);
-	return r < 0 ? r : profile_write(c, name, root, &a);
+	if (r == 0)
+		r = profile_write(c, name, root, &a);
+	if (r < 0)
+		fprintf(stderr, "paddockctl: the tree is kept at %s\n", root);
+	return r;
 }

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "runtimes.h"
 #include "core/loop.h"
 #include "core/server.h"
 #include "core/store.h"
@@ -165,8 +166,10 @@ int main(int argc, char **argv)
 		default: usage(stderr); return 2;
 		}
 	}
-	if (config_load(&d.cfg, config_path, err, sizeof(err)) < 0) {
+	if (config_load(&d.cfg, config_path, err, sizeof(err)) < 0 ||
+	    runtimes_load(&d.cfg, err, sizeof(err)) < 0) {
 		fprintf(stderr, "paddock-sessiond: configuration: %s\n", err);
+		config_free(&d.cfg);
 		return 2;
 	}
 	if (check) {

@@ -102,16 +102,17 @@ void op_create(Manager *m, Conn *c, const Request *rq)
 	/* Another create for this id waits for its sandbox: this one is answered after it. */
 	if (create_follow(m, c, req))
 		return;
+	runtime = create_runtime(m, req);
+	/* A profile whose Python lacks IPython serves the kernel tier's sessions natively:
+	 * same code, plainer outputs (the handle says which). Before the caps, which count
+	 * the kernel tier's sessions. */
+	kernel = req_bool(req, "kernel") && sandbox_env_runtime_has_kernel(m->env, runtime);
+	if (kernel != req_bool(req, "kernel"))
+		json_set(req, "kernel", json_object_new_boolean(false));
 	if ((refusal = create_refusal(m, req))) {
 		conn_reply(c, refusal, NULL, 0);
 		return;
 	}
-	runtime = create_runtime(m, req);
-	/* A profile whose Python lacks IPython serves the kernel tier's sessions natively:
-	 * same code, plainer outputs (the handle says which). */
-	kernel = req_bool(req, "kernel") && sandbox_env_runtime_has_kernel(m->env, runtime);
-	if (kernel != req_bool(req, "kernel"))
-		json_set(req, "kernel", json_object_new_boolean(false));
 	which = pool_index(runtime, kernel);
 	s = pool_take(m, which);
 	if (s)

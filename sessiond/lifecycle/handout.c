@@ -72,6 +72,9 @@ size_t create_runtime(const Manager *m, json_object *req)
 	size_t i = runtime_find(m->cfg, image);
 	const char *problem = i ? sandbox_env_runtime_problem(m->env, i) : NULL;
 
+	if (i && !problem && m->runtime_broken[i])
+		problem = "its builds keep failing";
+
 	/* The protocol's rule: an image is a hint, never a reason to fail. */
 	if (image && !i && strcmp(image, RUNTIME_DEFAULT) != 0)
 		log_info("REQUEST_ID=%s image '%.64s' names no runtime profile: the default runs",

@@ -94,6 +94,8 @@ size_t create_runtime(const Manager *m, json_object *req);
 bool create_follow(Manager *m, Conn *c, json_object *req);
 /* Queue a create for pool which's next sandbox, until its deadline. */
 void create_wait(Manager *m, Conn *c, json_object *req, int which);
+/* Every create waiting for pool from waits for pool to instead, after those there. */
+void create_wait_move(Manager *m, int from, int to);
 /* s, from pool which, goes to the create that has waited longest there. */
 void create_serve_oldest(Manager *m, int which, Session *s);
 /* Builds keep failing (r as from a build): the waiting creates beyond the oldest

@@ -11,6 +11,7 @@
 #include "exec/exec.h"
 #include "lifecycle.h"
 #include "log.h"
+#include "runtimes.h"
 #include "session/tenant.h"
 #include "workspace/editor.h"
 
@@ -49,11 +50,17 @@ size_t pool_target(const Manager *m, int which)
 	size_t runtime = pool_runtime(which);
 	const RuntimeProfile *p = runtime ? &c->runtimes[runtime - 1] : NULL;
 
-	/* A profile whose tree cannot serve keeps no pool: its creates run on the default. */
-	if (p && sandbox_env_runtime_problem(m->env, runtime))
+	/* A profile whose tree cannot serve keeps no pool: its creates run on the default.
+	 * Nor does one whose builds keep failing, nor any while sessions are being ended. */
+	if (p && (sandbox_env_runtime_problem(m->env, runtime) || m->runtime_broken[runtime] ||
+		  c->end_sessions))
 		return 0;
-	if (pool_is_kernel(which))
+	if (pool_is_kernel(which)) {
+		/* Its kernel-tier creates are served natively (create.c): none would take one. */
+		if (p && !sandbox_env_runtime_has_kernel(m->env, runtime))
+			return 0;
 		return (size_t)(p ? p->kernel_prewarm : c->kernel_prewarm);
+	}
 	return (size_t)(p ? p->pool_size : c->pool_size + c->code_prewarm);
 }
 
@@ -153,6 +160,28 @@ static void build_error_note(Manager *m, int r)
 }
 
 /*
+ * A build of a runtime profile's failed. Its failures are its own: they neither pause nor
+ * fail the other runtimes' builds. BUILD_FAILURES_MAX in a row for a reason other than
+ * time, and the profile is taken as broken until the daemon restarts: no more warm
+ * sandboxes, and creates naming it, those waiting included, run the default (an image is
+ * a hint, never a reason to fail).
+ */
+static void profile_build_failed(Manager *m, int which, int r)
+{
+	size_t runtime = pool_runtime(which);
+
+	if (r == -ETIMEDOUT || ++m->runtime_failures[runtime] < BUILD_FAILURES_MAX)
+		return;
+	m->runtime_broken[runtime] = true;
+	log_err("runtime profile '%s': %u builds failed in a row (%s): no more of its sandboxes "
+		"are built; creates naming it run the default",
+		runtime_name(m->cfg, runtime), m->runtime_failures[runtime], m->build_error);
+	for (int kind = 0; kind < POOL_KINDS; kind++)
+		create_wait_move(m, pool_index(runtime, kind == POOL_KERNEL),
+				 pool_index(0, kind == POOL_KERNEL));
+}
+
+/*
  * A build failed. Waiting creates do not inherit its error: they wait for another build,
  * started after a pause that grows with the failures in a row, until their own deadline
  * (create_wait_seconds), since a host that is only slow builds the next one. Builds that
@@ -160,12 +189,17 @@ static void build_error_note(Manager *m, int r)
  * of the creates no build under way serves: that host cannot build now, and they hear so
  * without waiting it out.
  */
-static void pool_build_failed(Manager *m, int r)
+static void pool_build_failed(Manager *m, int which, int r)
 {
 	uint64_t pause;
 
 	build_error_note(m, r);
-	log_warn("sandbox build failed: %s", m->build_error);
+	log_warn("sandbox build failed (runtime %s): %s", runtime_name(m->cfg, pool_runtime(which)),
+		 m->build_error);
+	if (pool_runtime(which) != 0) {
+		profile_build_failed(m, which, r);
+		return;
+	}
 	if (r == -EUSERS)
 		m->build_failures = BUILD_FAILURES_MAX;
 	else if (r != -ETIMEDOUT && m->build_failures < 16)
@@ -237,11 +271,13 @@ static void pool_build_complete(PoolBuild *b)
 	r = build_finish(m, s, &b->p);
 	pool_build_free(b, r < 0);
 	if (r < 0) {
-		pool_build_failed(m, r);
+		pool_build_failed(m, which, r);
 		pool_retry_later(m);
 		return;
 	}
-	m->build_failures = 0;
+	if (pool_runtime(which) == 0)
+		m->build_failures = 0;
+	m->runtime_failures[pool_runtime(which)] = 0;
 	m->build_error[0] = '\0';
 	session_pool_push(s, which);
 	m->pool_built++;
@@ -279,13 +315,14 @@ static void on_build_deadline(Loop *l, void *data)
 {
 	PoolBuild *b = data;
 	Manager *m = b->m;
+	int which = b->which;
 
 	(void)l;
 	b->timer = NULL;
 	log_warn("pool sandbox %s: not ready within %llu ms, given up", b->s->rid,
 		 (unsigned long long)build_deadline_ms(m));
 	pool_build_drop(b);
-	pool_build_failed(m, -ETIMEDOUT);
+	pool_build_failed(m, which, -ETIMEDOUT);
 	pool_schedule(m);
 }
 
@@ -352,7 +389,7 @@ static void on_pool_timer(Loop *l, void *data)
 			return;
 		r = pool_build_one(m, which, true);
 		if (r < 0) {
-			pool_build_failed(m, r);
+			pool_build_failed(m, which, r);
 			pool_retry_later(m);
 			return;
 		}
@@ -394,7 +431,7 @@ static void pool_feed_waiting(Manager *m)
 				break;
 			r = pool_build_one(m, which, false);
 			if (r < 0) {
-				pool_build_failed(m, r);
+				pool_build_failed(m, which, r);
 				build_retry_arm(m, now_ms());
 				return;
 			}

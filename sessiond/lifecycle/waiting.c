@@ -196,6 +196,20 @@ void create_fail_unbuilt_waiting(Manager *m, const size_t building[POOLS_MAX], i
 	waiting_arm(m);
 }
 
+void create_wait_move(Manager *m, int from, int to)
+{
+	CreateWait **tail = &m->waiting[to];
+
+	while (*tail)
+		tail = &(*tail)->next;
+	/* Behind those already waiting there: their deadlines come first. */
+	*tail = m->waiting[from];
+	m->n_waiting[to] += m->n_waiting[from];
+	m->waiting[from] = NULL;
+	m->n_waiting[from] = 0;
+	waiting_arm(m);
+}
+
 /* Creates that waited create_wait_seconds for a sandbox give up: the host is too busy to
  * build one now, and the caller may try again later (503, Retry-After). */
 static void on_wait_deadline(Loop *l, void *data)

@@ -93,15 +93,17 @@ static int root_check_profile(SandboxEnv *env, const PaddockConfig *cfg, size_t 
 
 int roots_env_setup(SandboxEnv *env, const PaddockConfig *cfg)
 {
+	int r;
+
 	env->n_runtimes = cfg->n_runtimes;
 	env->runtime_roots[0] = strdup("/");
 	env->runtime_kernel[0] = true; /* the code plane probes the host's own */
-	if (!env->runtime_roots[0])
-		return -ENOMEM;
-	for (size_t i = 1; i <= cfg->n_runtimes; i++)
-		if (root_check_profile(env, cfg, i) < 0)
-			return -ENOMEM;
-	return 0;
+	r = env->runtime_roots[0] ? 0 : -ENOMEM;
+	for (size_t i = 1; r == 0 && i <= cfg->n_runtimes; i++)
+		r = root_check_profile(env, cfg, i);
+	if (r < 0)
+		sandbox_set_error("runtime profiles: %s", strerror(-r));
+	return r;
 }
 
 void roots_env_clear(SandboxEnv *env)

@@ -198,6 +198,10 @@ struct Manager {
 	uint64_t build_retry_ms; /* no build for waiting creates before then (monotonic) */
 	LoopSource *build_retry; /* then, the waiting creates get their builds */
 	char build_error[160];	 /* why the last build failed, for the log and the answer */
+	/* runtime profiles' own build failures in a row, and those taken as broken for it
+	 * (lifecycle/pool.c); [0], the default's, is build_failures' business */
+	unsigned runtime_failures[RUNTIMES_MAX + 1];
+	bool runtime_broken[RUNTIMES_MAX + 1];
 	size_t n_sessions;
 	Zombie *zombies;		  /* sandboxes being torn down */
 	uint8_t *uids;			  /* one byte per uid in the range: in use */

@@ -21,7 +21,8 @@ import paddock_stack as ps
 from code_client import CodeClient
 
 CACHE_DIR = os.environ.get("PADDOCK_TEST_CACHE", "/var/cache/paddock-tests")
-# A package the host's Python does not have, and a module the host has that the profile
+# The host's own suite (bookworm), from the host's apt sources. A package the host's Python
+# does not have, and a module the host has that the profile
 # does not: which tree a session runs on shows in what it can import.
 PROFILE_PACKAGES = ["python3-tabulate"]
 RECIPE = {"v": 1, "suite": "bookworm", "packages": PROFILE_PACKAGES}
@@ -60,8 +61,7 @@ def tree():
         scratch = tempfile.mkdtemp(prefix="paddock-rt-build-")
         try:
             r = ctl(ctl_env(os.path.join(scratch, "runtimes")), "runtime", "build", "cached",
-                    "--packages", ",".join(PROFILE_PACKAGES), "--suite", RECIPE["suite"],
-                    "--root", path)
+                    "--packages", ",".join(PROFILE_PACKAGES), "--root", path)
             assert "runtime profile 'cached'" in r.stdout, r.stdout
             with open(os.path.join(scratch, "runtimes", "cached.conf")) as f:
                 assert f"root = {path}" in f.read()
@@ -99,11 +99,30 @@ def hostile(tree, secret):
 
 
 @pytest.fixture(scope="module")
-def runtimes_dir(tree, hostile):
+def broken(tree):
+    """The profile's tree with /etc a file: it passes the start's checks (usr, Python) and
+    every sandbox build of it fails."""
+    work = tempfile.mkdtemp(prefix="paddock-rt-broken-")
+    upper, wd, merged = (os.path.join(work, d) for d in ("upper", "wd", "merged"))
+    for d in (upper, wd, merged):
+        os.makedirs(d)
+    with open(os.path.join(upper, "etc"), "w") as f:
+        f.write("not a directory\n")
+    subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
+                    f"lowerdir={tree},upperdir={upper},workdir={wd}", merged], check=True)
+    yield merged
+    subprocess.run(["umount", "-l", merged], check=False)
+    shutil.rmtree(work, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def runtimes_dir(tree, hostile, broken):
     d = tempfile.mkdtemp(prefix="paddock-runtimes-")
     env = ctl_env(d)
     ctl(env, "runtime", "add", "data", "--root", tree, "--pool-size", "1", "--memory",
-        str(MEMORY), "--pids", str(PIDS), "--description", "tabulate, no pandas")
+        str(MEMORY), "--pids", str(PIDS), "--description", "tabulate, no pandas",
+        "--kernel-prewarm", "1")
+    ctl(env, "runtime", "add", "broken", "--root", broken, "--pool-size", "1")
     ctl(env, "runtime", "add", "hostile", "--root", hostile, "--pool-size", "0")
     # paddockctl refuses a tree that is not there; one removed after it was added is
     # written here as it would have been
@@ -242,9 +261,12 @@ def test_profiles_are_shown_with_their_pools(rc, rt_stack, runtimes_dir):
     ps.wait_for(lambda: pool_ready(rt_stack, "data") >= 1, 60, "the data pool's sandbox")
     caps = CodeClient(rt_stack).request("GET", "/v1/capabilities").json()["data"]
     names = [r["name"] for r in caps["sandbox"]["runtimes"]]
-    assert names == ["default", "data", "hostile", "missing"], caps["sandbox"]
+    assert names == ["default", "broken", "data", "hostile", "missing"], caps["sandbox"]
     data = next(r for r in caps["sandbox"]["runtimes"] if r["name"] == "data")
     assert data["usable"] is True and data["pool_target"] == 1 and data["pool_ready"] >= 1
+    # its Python has no IPython: no kernel pool, whatever kernel_prewarm says
+    st = rt_stack.daemon_call({"op": "stats"})
+    assert next(r for r in st["runtimes"] if r["name"] == "data")["pool_kernel_target"] == 0
     assert data["limits"]["memory_bytes"] == MEMORY and "root" not in data, data
     missing = next(r for r in caps["sandbox"]["runtimes"] if r["name"] == "missing")
     assert missing["usable"] is False and missing["pool_target"] == 0, missing
@@ -283,11 +305,41 @@ def test_bad_profiles_are_refused_by_paddockctl(runtimes_dir, tree):
                       (["add", "rel", "--root", "relative/path"], "absolute"),
                       (["add", "nopy", "--root", "/var"], "usr"),
                       (["add", "huge", "--root", tree, "--pool-size", "-1"], "not valid"),
-                      (["add", "data", "--root", tree], "exists")):
+                      (["add", "data", "--root", tree], "exists"),
+                      # build's values go to mmdebstrap as arguments: never as its options
+                      (["build", "evil", "--suite", "--customize-hook=touch /tmp/pwned"],
+                       "a character such a value does not have"),
+                      (["build", "evil", "--packages", "python3 --hook"], "a character"),
+                      (["build", "evil", "--mirror", "-x"], "a character"),
+                      (["build", "evil", "--root", "relative"], "an absolute path")):
         r = ctl(env, "runtime", *args, check=False)
         assert r.returncode != 0, (args, r.stdout)
         assert why in r.stderr, (args, r.stderr)
-    assert sorted(os.listdir(runtimes_dir)) == ["data.conf", "hostile.conf", "missing.conf"]
+    assert sorted(os.listdir(runtimes_dir)) == ["broken.conf", "data.conf", "hostile.conf",
+                                                "missing.conf"]
+    assert not os.path.exists("/tmp/pwned")
+
+
+def test_a_profile_whose_builds_fail_is_given_up_and_runs_the_default(rc, rt_stack):
+    def broken_state():
+        st = rt_stack.daemon_call({"op": "stats"})
+        return next(r for r in st["runtimes"] if r["name"] == "broken")
+    e = ps.wait_for(lambda: (lambda b: b if not b["usable"] else None)(broken_state()), 60,
+                    "the broken profile given up")
+    assert e["problem"] == "its builds keep failing" and e["pool_target"] == 0, e
+    assert "runtime profile 'broken': 3 builds failed in a row" in rt_stack.logs()
+    # its failures paused nothing else: the default and the other profiles still serve
+    sid = rc.new_session(image="broken")
+    try:
+        assert runtime_of(rc, sid) == "default"
+        assert rc.run(sid, "print(6 * 7)").stdout.strip() == "42"
+    finally:
+        rc.destroy(sid)
+    other = rc.new_session(image="data")
+    assert runtime_of(rc, other) == "data"
+    rc.destroy(other)
+    metrics = rc.request("GET", "/metrics", check=False).text
+    assert 'paddock_runtime_usable{runtime="broken"} 0' in metrics
 
 
 def test_a_removed_profile_keeps_its_sessions_until_they_end(rc, rt_stack, runtimes_dir):

@@ -39,8 +39,11 @@ static void drop(const char *file)
 /* Load with the profiles of dir; err gets the message. */
 static int load(PaddockConfig *c, char *err, size_t len)
 {
+	int r;
+
 	err[0] = '\0';
-	return config_load(c, NULL, err, len);
+	r = config_load(c, NULL, err, len);
+	return r < 0 ? r : runtimes_load(c, err, len);
 }
 
 static void test_names(void)
