@@ -8,6 +8,7 @@ across a restart; and a hostile tree whose /etc links point at host files, which
 sandbox must not see.
 """
 
+import contextlib
 import hashlib
 import json
 import os
@@ -80,39 +81,46 @@ def secret():
     shutil.rmtree(d, ignore_errors=True)
 
 
-@pytest.fixture(scope="module")
-def hostile(tree, secret):
-    """The profile's tree with an upper layer of /etc links out of it: an absolute one to a
-    host directory, and one climbing with .. to a host file."""
-    work = tempfile.mkdtemp(prefix="paddock-rt-hostile-")
+@contextlib.contextmanager
+def overlay(tree, prefix, lay):
+    """tree with an upper layer that lay(upper) fills, mounted read-only elsewhere: a tree
+    of the profile's but for a few files, without copying it."""
+    work = tempfile.mkdtemp(prefix=prefix)
     upper, wd, merged = (os.path.join(work, d) for d in ("upper", "wd", "merged"))
     for d in (upper, wd, merged):
         os.makedirs(d)
-    os.makedirs(os.path.join(upper, "etc"))
-    os.symlink("../" * 12 + secret.lstrip("/") + "/secret", os.path.join(upper, "etc/os-release"))
-    os.symlink(secret, os.path.join(upper, "etc/fonts"))
+    lay(upper)
     subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
                     f"lowerdir={tree},upperdir={upper},workdir={wd}", merged], check=True)
-    yield merged
-    subprocess.run(["umount", "-l", merged], check=False)
-    shutil.rmtree(work, ignore_errors=True)
+    try:
+        yield merged
+    finally:
+        subprocess.run(["umount", "-l", merged], check=False)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def hostile(tree, secret):
+    """The profile's tree with /etc links out of it: one climbing with .. to a host file,
+    an absolute one to a host directory."""
+    def lay(upper):
+        os.makedirs(os.path.join(upper, "etc"))
+        os.symlink("../" * 12 + secret.lstrip("/") + "/secret",
+                   os.path.join(upper, "etc/os-release"))
+        os.symlink(secret, os.path.join(upper, "etc/fonts"))
+    with overlay(tree, "paddock-rt-hostile-", lay) as merged:
+        yield merged
 
 
 @pytest.fixture(scope="module")
 def broken(tree):
     """The profile's tree with /etc a file: it passes the start's checks (usr, Python) and
     every sandbox build of it fails."""
-    work = tempfile.mkdtemp(prefix="paddock-rt-broken-")
-    upper, wd, merged = (os.path.join(work, d) for d in ("upper", "wd", "merged"))
-    for d in (upper, wd, merged):
-        os.makedirs(d)
-    with open(os.path.join(upper, "etc"), "w") as f:
-        f.write("not a directory\n")
-    subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
-                    f"lowerdir={tree},upperdir={upper},workdir={wd}", merged], check=True)
-    yield merged
-    subprocess.run(["umount", "-l", merged], check=False)
-    shutil.rmtree(work, ignore_errors=True)
+    def lay(upper):
+        with open(os.path.join(upper, "etc"), "w") as f:
+            f.write("not a directory\n")
+    with overlay(tree, "paddock-rt-broken-", lay) as merged:
+        yield merged
 
 
 @pytest.fixture(scope="module")
