@@ -34,12 +34,10 @@ static json_object *runtime_entry(const Manager *m, size_t i)
 {
 	const PaddockConfig *c = m->cfg;
 	const RuntimeProfile *p = i ? &c->runtimes[i - 1] : NULL;
-	const char *problem = sandbox_env_runtime_problem(m->env, i);
+	const char *problem = runtime_problem(m, i);
 	int native = pool_index(i, false), kernel = pool_index(i, true);
 	json_object *o = json_object_new_object();
 
-	if (!problem && m->runtime_broken[i])
-		problem = "its builds keep failing";
 	json_set(o, "name", json_object_new_string(runtime_name(c, i)));
 	json_set(o, "root", json_object_new_string(p ? p->root : "/"));
 	json_set(o, "description",
@@ -95,5 +93,5 @@ void runtimes_metrics_write(const Manager *m, FILE *f)
 		   "# TYPE paddock_runtime_usable gauge\n");
 	for (size_t i = 0; i <= c->n_runtimes; i++)
 		fprintf(f, "paddock_runtime_usable{runtime=\"%s\"} %d\n", runtime_name(c, i),
-			!sandbox_env_runtime_problem(m->env, i) && !m->runtime_broken[i]);
+			!runtime_problem(m, i));
 }

@@ -70,10 +70,7 @@ size_t create_runtime(const Manager *m, json_object *req)
 {
 	const char *image = req_string(req, "image");
 	size_t i = runtime_find(m->cfg, image);
-	const char *problem = i ? sandbox_env_runtime_problem(m->env, i) : NULL;
-
-	if (i && !problem && m->runtime_broken[i])
-		problem = "its builds keep failing";
+	const char *problem = i ? runtime_problem(m, i) : NULL;
 
 	/* The protocol's rule: an image is a hint, never a reason to fail. */
 	if (image && !i && strcmp(image, RUNTIME_DEFAULT) != 0)

@@ -49,6 +49,8 @@ size_t pool_building_total(const Manager *m);
 void pool_interp_settled(Session *s);
 /* A warm sandbox of pool which (pool_index()), or NULL when none is in it. */
 Session *pool_take(Manager *m, int which);
+/* Why a runtime cannot serve now (its tree, or its builds keep failing), or NULL. */
+const char *runtime_problem(const Manager *m, size_t runtime);
 /* How many sandboxes pool which keeps ready. */
 size_t pool_target(const Manager *m, int which);
 void pool_free_all(Manager *m);

@@ -44,6 +44,15 @@ size_t pool_warm_max(const PaddockConfig *cfg)
 	return (size_t)CPU_COUNT(&cpus) + 1;
 }
 
+const char *runtime_problem(const Manager *m, size_t runtime)
+{
+	const char *why = sandbox_env_runtime_problem(m->env, runtime);
+
+	if (!why && runtime && runtime != RUNTIME_RETIRED && m->runtime_broken[runtime])
+		why = "its builds keep failing";
+	return why;
+}
+
 size_t pool_target(const Manager *m, int which)
 {
 	const PaddockConfig *c = m->cfg;
@@ -52,8 +61,7 @@ size_t pool_target(const Manager *m, int which)
 
 	/* A profile whose tree cannot serve keeps no pool: its creates run on the default.
 	 * Nor does one whose builds keep failing, nor any while sessions are being ended. */
-	if (p && (sandbox_env_runtime_problem(m->env, runtime) || m->runtime_broken[runtime] ||
-		  c->end_sessions))
+	if (p && (runtime_problem(m, runtime) || c->end_sessions))
 		return 0;
 	if (pool_is_kernel(which)) {
 		/* Its kernel-tier creates are served natively (create.c): none would take one. */

@@ -73,21 +73,9 @@ static bool name_in(const char *name, const char *const *patterns, size_t n)
 	return false;
 }
 
-/* The login shell the sandbox user gets: bash where its tree has one. */
-static const char *login_shell(const char *root)
-{
-	_cleanup_close_ int root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	int fd = root_fd < 0 ? -1 : root_open_in(root_fd, "bin/bash", O_PATH);
-
-	if (fd < 0)
-		return "/bin/sh";
-	close(fd);
-	return "/bin/bash";
-}
-
 int mount_prepare_from_parent(const SandboxEnv *env, const char *id, struct child_args *a)
 {
-	const char *shell = login_shell(env->runtime_roots[a->limits.runtime]);
+	const char *shell = env->runtime_shell[a->limits.runtime];
 	int r;
 
 	r = workspace_path(env, id, a->workspace, sizeof(a->workspace));
@@ -320,7 +308,8 @@ int mount_root_links_in_child(struct child_args *a)
 static int etc_bind(const struct child_args *a, const struct etc_entry *e)
 {
 	int root = e->from_host ? a->host_fd : a->root_fd;
-	char path[ETC_NAME_MAX + 8], dst[ETC_NAME_MAX + 8], src[32];
+	/* "etc/<name>": below the tree's root, and below the new root (the cwd) alike */
+	char path[ETC_NAME_MAX + 8], src[32];
 	_cleanup_close_ int fd = -1;
 	struct stat st;
 	int r;
@@ -328,7 +317,6 @@ static int etc_bind(const struct child_args *a, const struct etc_entry *e)
 	r = path_join(path, sizeof(path), "etc", e->name);
 	if (r < 0)
 		return r;
-	memcpy(dst, path, sizeof(dst));
 	fd = root_open_in(root, path, O_PATH);
 	if (fd == -ENOENT || fd == -ELOOP)
 		return 0;
@@ -337,15 +325,15 @@ static int etc_bind(const struct child_args *a, const struct etc_entry *e)
 	if (fstat(fd, &st) < 0)
 		return -errno;
 	if (S_ISDIR(st.st_mode))
-		r = mkdir(dst, 0755) < 0 ? -errno : 0;
+		r = mkdir(path, 0755) < 0 ? -errno : 0;
 	else if (S_ISREG(st.st_mode))
-		r = touch(dst, 0644);
+		r = touch(path, 0644);
 	else
 		return 0;
 	if (r < 0)
 		return r;
 	fd_path(fd, src);
-	return bind_ro(src, dst, MS_NOEXEC);
+	return bind_ro(src, path, MS_NOEXEC);
 }
 
 int mount_etc_in_child(struct child_args *a)

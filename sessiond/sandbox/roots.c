@@ -72,6 +72,14 @@ static bool root_has_ipython(const char *root)
 	return found;
 }
 
+/* The login shell the sandbox user gets on the tree at fd: bash where it has one. */
+static const char *root_login_shell(int fd)
+{
+	_cleanup_close_ int bash = root_open_in(fd, "bin/bash", O_PATH);
+
+	return bash < 0 ? "/bin/sh" : "/bin/bash";
+}
+
 /* Whether profile i's tree can serve: its root path kept when it can. */
 static int root_check_profile(SandboxEnv *env, const PaddockConfig *cfg, size_t i)
 {
@@ -84,6 +92,7 @@ static int root_check_profile(SandboxEnv *env, const PaddockConfig *cfg, size_t 
 		snprintf(why, len, "%s: %s", p->root, strerror(errno));
 	else if (root_check(fd, cfg, why, len) == 0) {
 		env->runtime_kernel[i] = root_has_ipython(p->root);
+		env->runtime_shell[i] = root_login_shell(fd);
 		return (env->runtime_roots[i] = strdup(p->root)) ? 0 : -ENOMEM;
 	}
 	log_warn("runtime profile '%s' is not used: %s (its sessions run on the default)", p->name,
@@ -99,6 +108,11 @@ int roots_env_setup(SandboxEnv *env, const PaddockConfig *cfg)
 	env->runtime_roots[0] = strdup("/");
 	env->runtime_kernel[0] = true; /* the code plane probes the host's own */
 	r = env->runtime_roots[0] ? 0 : -ENOMEM;
+	if (r == 0) {
+		_cleanup_close_ int host = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+		env->runtime_shell[0] = host < 0 ? "/bin/sh" : root_login_shell(host);
+	}
 	for (size_t i = 1; r == 0 && i <= cfg->n_runtimes; i++)
 		r = root_check_profile(env, cfg, i);
 	if (r < 0)

@@ -68,7 +68,8 @@ struct SandboxEnv {
 	/* the trees sandboxes run on (roots.c): [0] "/", [i] runtime profile i's root;
 	 * NULL where a profile's tree cannot serve, runtime_problem[i] saying why */
 	char *runtime_roots[RUNTIMES_MAX + 1];
-	bool runtime_kernel[RUNTIMES_MAX + 1]; /* its Python can run the kernel tier */
+	bool runtime_kernel[RUNTIMES_MAX + 1];	     /* its Python can run the kernel tier */
+	const char *runtime_shell[RUNTIMES_MAX + 1]; /* the user's login shell, seen at start */
 	char runtime_problem[RUNTIMES_MAX + 1][256];
 	size_t n_runtimes;
 };
