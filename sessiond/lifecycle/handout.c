@@ -66,6 +66,15 @@ json_object *create_error(const Manager *m, json_object *req, int r)
 	return e;
 }
 
+const char *runtime_problem(const Manager *m, size_t runtime)
+{
+	const char *why = sandbox_env_runtime_problem(m->env, runtime);
+
+	if (!why && runtime && runtime != RUNTIME_RETIRED && m->runtime_broken[runtime])
+		why = "its builds keep failing";
+	return why;
+}
+
 size_t create_runtime(const Manager *m, json_object *req)
 {
 	const char *image = req_string(req, "image");

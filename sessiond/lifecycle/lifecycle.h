@@ -49,8 +49,6 @@ size_t pool_building_total(const Manager *m);
 void pool_interp_settled(Session *s);
 /* A warm sandbox of pool which (pool_index()), or NULL when none is in it. */
 Session *pool_take(Manager *m, int which);
-/* Why a runtime cannot serve now (its tree, or its builds keep failing), or NULL. */
-const char *runtime_problem(const Manager *m, size_t runtime);
 /* How many sandboxes pool which keeps ready. */
 size_t pool_target(const Manager *m, int which);
 void pool_free_all(Manager *m);
@@ -87,6 +85,8 @@ int create_finish(Manager *m, Conn *c, json_object *req, Session *s);
 json_object *create_error(const Manager *m, json_object *req, int r);
 /* Whether a create is the code plane's. */
 bool req_is_code(json_object *req);
+/* Why a runtime cannot serve now (its tree, or its builds keep failing), or NULL. */
+const char *runtime_problem(const Manager *m, size_t runtime);
 /* The runtime a create's image selects: its profile's index when one of that name is
  * configured and can serve, else 0 (the default; logged when a name was given). */
 size_t create_runtime(const Manager *m, json_object *req);

@@ -44,15 +44,6 @@ size_t pool_warm_max(const PaddockConfig *cfg)
 	return (size_t)CPU_COUNT(&cpus) + 1;
 }
 
-const char *runtime_problem(const Manager *m, size_t runtime)
-{
-	const char *why = sandbox_env_runtime_problem(m->env, runtime);
-
-	if (!why && runtime && runtime != RUNTIME_RETIRED && m->runtime_broken[runtime])
-		why = "its builds keep failing";
-	return why;
-}
-
 size_t pool_target(const Manager *m, int which)
 {
 	const PaddockConfig *c = m->cfg;
