@@ -91,6 +91,7 @@ static const struct setting settings[] = {
 	IA("kernel_prewarm", "AIO_KERNEL_PREWARM", kernel_prewarm, "0", 0, 1000),
 	I("code_output_max_chars", code_output_max_chars, "2000000", 1000, 1000000000),
 	I("retry_after_seconds", retry_after_seconds, "5", 1, 999999),
+	I("stream_heartbeat_seconds", stream_heartbeat_seconds, "15", 1, 300),
 	I("idle_timeout_default", idle_timeout_default, "600", 1, 31 * 86400),
 	I("idle_timeout_max", idle_timeout_max, "3600", 1, 31 * 86400),
 	I("lifetime_default", lifetime_default, "3600", 1, 31 * 86400),

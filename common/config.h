@@ -86,6 +86,7 @@ typedef struct PaddockConfig {
 	int64_t kernel_prewarm;	       /* warm kernel-tier interpreters kept ready */
 	int64_t code_output_max_chars; /* notebook output kept per cell, in characters */
 	int64_t retry_after_seconds;   /* hint sent with 503 at capacity */
+	int64_t stream_heartbeat_seconds; /* a streamed call's comment line when nothing else came */
 	int64_t idle_timeout_default;
 	int64_t idle_timeout_max;
 	int64_t lifetime_default;

@@ -15,7 +15,18 @@
  */
 enum proto_type {
 	PROTO_JSON = 'J', /* a JSON object */
-	PROTO_DATA = 'D', /* raw bytes (reserved for streamed output) */
+	PROTO_DATA = 'D', /* a streamed run's output, before its reply: enum proto_stream */
+};
+
+/*
+ * A PROTO_DATA payload is one byte naming what it carries, then the bytes. Only an exec
+ * request that asked for "stream" gets them; its reply (a PROTO_JSON frame) ends them.
+ */
+enum proto_stream {
+	PROTO_STREAM_STARTED = 's', /* the call was taken and runs (no bytes follow) */
+	PROTO_STREAM_STDOUT = 'o',  /* bytes the program wrote to stdout, as read */
+	PROTO_STREAM_STDERR = 'e',  /* the same for stderr */
+	PROTO_STREAM_DISPLAY = 'd', /* a rich output as the harness published it: one JSON object */
 };
 
 #define PROTO_HEADER_SIZE 5

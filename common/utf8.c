@@ -97,3 +97,35 @@ size_t utf8_prefix_len(const char *s, size_t max)
 	}
 	return i;
 }
+
+size_t utf8_whole_prefix(const char *s, size_t len)
+{
+	/* The last lead byte within a sequence's reach of the end, and what it promises. */
+	for (size_t back = 1; back <= 4 && back <= len; back++) {
+		unsigned char c = (unsigned char)s[len - back];
+		size_t want;
+
+		if ((c & 0xC0) == 0x80)
+			continue;
+		want = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+		return want > back ? len - back : len;
+	}
+	return len; /* only continuation bytes: ill-formed, left for repair */
+}
+
+size_t utf8_chars_prefix(const char *s, size_t len, size_t max_chars, size_t *chars)
+{
+	size_t n = 0, i;
+
+	for (i = 0; i < len; i++) {
+		/* A character starts at every byte that is not a continuation byte. */
+		if (((unsigned char)s[i] & 0xC0) != 0x80) {
+			if (n == max_chars)
+				break;
+			n++;
+		}
+	}
+	if (chars)
+		*chars = n;
+	return i;
+}

@@ -19,3 +19,11 @@ char *utf8_sanitize(const char *s, size_t len, size_t *outlen);
 /* How many of the first max bytes of s (a NUL-terminated string) to keep so that a cut
  * there splits no sequence: for quoting a prefix of client text in a message. */
 size_t utf8_prefix_len(const char *s, size_t max);
+
+/* How many of len bytes end on a whole character: a multi-byte sequence the bytes begin
+ * but do not finish (cut by a read) is left out, for the next bytes to finish. */
+size_t utf8_whole_prefix(const char *s, size_t len);
+
+/* How many bytes of the valid UTF-8 s (len bytes) hold at most max_chars characters;
+ * *chars (if given) how many they hold. */
+size_t utf8_chars_prefix(const char *s, size_t len, size_t max_chars, size_t *chars);

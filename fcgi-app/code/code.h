@@ -158,3 +158,21 @@ int cell_outcome_process_error(const char *why, CellOutcome *out);
  * nine keys of the 1.x JupyterOutput model with null where unused. A new reference.
  */
 json_object *cell_outputs_render(const CellOutcome *o, bool all_keys);
+
+/* One output as it streams, in the shape cell_outputs_render gives it: a stream's text (valid
+ * UTF-8), or a rich output from the harness's event ({"data", "metadata"}; NULL without
+ * data). New references; NULL also when out of memory. */
+json_object *cell_stream_output(const char *name, const char *text, size_t len, bool all_keys);
+json_object *cell_display_output(json_object *event, bool all_keys);
+
+/* ---- a cell streamed as events (stream.c) ---- */
+
+/*
+ * Run req (an exec) with its outputs sent as they come as events named by their type
+ * (stream, display_data), under the cell's character cap. 0 with an ok reply in *rep (the
+ * stream has begun); -1 when answered (an error before the run started) or when the client
+ * went away (nothing to answer). *rep is cleared on -1.
+ */
+int code_run_streamed(ReqCtx *rq, json_object *req, bool all_keys, SessiondReply *rep);
+/* The outputs known only at the end (execute_result, error) as events, before the result. */
+int code_stream_final(ReqCtx *rq, const CellOutcome *o, bool all_keys);

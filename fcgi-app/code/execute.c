@@ -480,6 +480,8 @@ static int run_cell(ReqCtx *rq, const struct exec_req *x, const char *sid, Sessi
 		code_fail(rq, 500, "out of memory");
 		return -1;
 	}
+	if (http_wants_sse(&rq->http))
+		return code_run_streamed(rq, req, x->surf == SURF_JUPYTER, rep);
 	/* Running code twice is worse than failing once: no retry after sessiond saw it. */
 	r = sessiond_call(&rq->w->sd, req, SESSIOND_RETRY_ON_SEND, rep);
 	if (r < 0 || !rep->ok) {
@@ -503,6 +505,10 @@ static void refuse_user(ReqCtx *rq, const struct exec_req *x)
 		code_fail(rq, 500, "out of memory");
 		return;
 	}
+	/* Nothing ran, but the answer is a cell's: a client that asked for events gets them. */
+	if (http_wants_sse(&rq->http) &&
+	    (sse_begin(&rq->http) < 0 || code_stream_final(rq, &o, x->surf == SURF_JUPYTER) < 0))
+		return;
 	answer_outcome(rq, x, &o, NULL);
 }
 
@@ -545,6 +551,8 @@ static void execute(ReqCtx *rq, enum surface surf)
 		code_fail(rq, 500, "out of memory");
 		return;
 	}
+	if (rq->http.sse && code_stream_final(rq, &o, surf == SURF_JUPYTER) < 0)
+		return;
 	answer_outcome(rq, &x, &o, t.one_off ? NULL : t.id);
 }
 

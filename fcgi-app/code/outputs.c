@@ -30,23 +30,6 @@ static int text_add(struct text *t, const char *add, size_t n)
 	return 0;
 }
 
-/* Bytes of the first max_chars characters of valid UTF-8 s; *chars gets how many they are. */
-static size_t utf8_head(const char *s, size_t len, size_t max_chars, size_t *chars)
-{
-	size_t n = 0, i;
-
-	for (i = 0; i < len; i++) {
-		/* A character starts at every byte that is not a continuation byte. */
-		if (((unsigned char)s[i] & 0xC0) != 0x80) {
-			if (n == max_chars)
-				break;
-			n++;
-		}
-	}
-	*chars = n;
-	return i;
-}
-
 /* The last non-empty line of s, copied into buf. */
 static void last_line(const char *s, size_t len, char *buf, size_t buflen)
 {
@@ -59,6 +42,8 @@ static void last_line(const char *s, size_t len, char *buf, size_t buflen)
 		start--;
 	snprintf(buf, buflen, "%.*s", (int)(end - start), s + start);
 }
+
+static json_object *all_keys_output(json_object *src);
 
 static json_object *stream_output(const char *name, const char *text, size_t len)
 {
@@ -209,8 +194,8 @@ static int add_streams(const PaddockConfig *cfg, const struct exec_view *v, Cell
 {
 	size_t budget = (size_t)cfg->code_output_max_chars, n_out, n_err;
 	size_t err_len = v->err_len; /* in cell mode the daemon keeps its notes out of stderr */
-	size_t keep_out = utf8_head(v->out, v->out_len, budget, &n_out);
-	size_t keep_err = utf8_head(v->err, err_len, budget - n_out, &n_err);
+	size_t keep_out = utf8_chars_prefix(v->out, v->out_len, budget, &n_out);
+	size_t keep_err = utf8_chars_prefix(v->err, err_len, budget - n_out, &n_err);
 	struct text out = { 0 }, err = { 0 };
 	int r = 0;
 
@@ -403,4 +388,31 @@ json_object *cell_outputs_render(const CellOutcome *o, bool all_keys)
 			return NULL;
 		}
 	return a;
+}
+
+json_object *cell_stream_output(const char *name, const char *text, size_t len, bool all_keys)
+{
+	json_object *o = stream_output(name, text, len), *shaped;
+
+	if (!o || !all_keys)
+		return o;
+	shaped = all_keys_output(o);
+	json_object_put(o);
+	return shaped;
+}
+
+json_object *cell_display_output(json_object *event, bool all_keys)
+{
+	json_object *data, *meta, *o, *shaped;
+
+	if (json_in_object(event, "data", &data) <= 0)
+		return NULL;
+	if (json_in_object(event, "metadata", &meta) <= 0)
+		meta = NULL;
+	o = display_output("display_data", data, meta, -1);
+	if (!o || !all_keys)
+		return o;
+	shaped = all_keys_output(o);
+	json_object_put(o);
+	return shaped;
 }

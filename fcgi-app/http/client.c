@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -40,19 +41,53 @@ static int sessiond_connect(SessiondClient *c)
 	return 0;
 }
 
-/* Read frames up to the JSON reply; output frames ('D') are not used by this worker. */
-static int read_reply(SessiondClient *c, SessiondReply *rep)
+/* Wait until sessiond has a frame for a streamed call, heartbeating meanwhile; -ECONNABORTED
+ * when the client hung up or the stream could not be written. */
+static int wait_frame(SessiondClient *c, const SessiondStream *st)
+{
+	struct pollfd p[2] = { { .fd = c->fd, .events = POLLIN },
+			       { .fd = st->hangup_fd, .events = POLLRDHUP } };
+	int64_t silent_ms = 0;
+
+	for (;;) {
+		int n = poll(p, 2, st->idle_ms);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR))
+			return -ECONNABORTED;
+		if (p[0].revents)
+			return 0;
+		silent_ms += st->idle_ms;
+		if (silent_ms >= c->reply_timeout_s * 1000)
+			return -ETIMEDOUT;
+		if (st->on_idle(st->ctx) < 0)
+			return -ECONNABORTED;
+	}
+}
+
+/* Read frames up to the JSON reply; the output frames before it go to st, or nowhere. */
+static int read_reply(SessiondClient *c, const SessiondStream *st, SessiondReply *rep)
 {
 	ProtoFrame f;
 	struct json_tokener *tok;
 	int r;
 
 	for (;;) {
+		if (st && (r = wait_frame(c, st)) < 0)
+			return r;
 		r = proto_read_frame(c->fd, &f);
 		if (r < 0)
 			return r == -EAGAIN ? -ETIMEDOUT : r;
 		if (f.type == PROTO_JSON)
 			break;
+		if (st && f.type == PROTO_DATA && f.len >= 1 &&
+		    st->on_data(st->ctx, (uint8_t)f.payload[0], f.payload + 1, f.len - 1) < 0) {
+			proto_frame_clear(&f);
+			return -ECONNABORTED;
+		}
 		proto_frame_clear(&f);
 	}
 	if (f.nfds > 0) {
@@ -86,8 +121,8 @@ static void interpret(SessiondReply *rep)
 		rep->retry_after = ra;
 }
 
-int sessiond_call(SessiondClient *c, json_object *req, enum sessiond_retry retry,
-		  SessiondReply *rep)
+static int call(SessiondClient *c, json_object *req, enum sessiond_retry retry,
+		const SessiondStream *st, SessiondReply *rep)
 {
 	size_t len;
 	const char *s = json_render(req, &len);
@@ -111,9 +146,11 @@ int sessiond_call(SessiondClient *c, json_object *req, enum sessiond_retry retry
 				continue;
 			return r;
 		}
-		r = read_reply(c, rep);
+		r = read_reply(c, st, rep);
 		if (r < 0) {
 			sessiond_reply_clear(rep);
+			/* Closed, also when the call was abandoned: sessiond cancels a streamed run
+			 * whose connection goes. */
 			c->fd = safe_close(c->fd);
 			/* EOF before any reply: the daemon restarted under a kept connection. */
 			if (may_retry && retry == SESSIOND_RETRY_ANY && r == -ECONNRESET)
@@ -123,6 +160,18 @@ int sessiond_call(SessiondClient *c, json_object *req, enum sessiond_retry retry
 		interpret(rep);
 		return 0;
 	}
+}
+
+int sessiond_call(SessiondClient *c, json_object *req, enum sessiond_retry retry,
+		  SessiondReply *rep)
+{
+	return call(c, req, retry, NULL, rep);
+}
+
+int sessiond_call_streamed(SessiondClient *c, json_object *req, const SessiondStream *st,
+			   SessiondReply *rep)
+{
+	return call(c, req, SESSIOND_RETRY_ON_SEND, st, rep);
 }
 
 void sessiond_reply_clear(SessiondReply *rep)

@@ -3,9 +3,12 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <json-c/json.h>
+
+#include "http/http.h"
 
 /* One per thread; the connection is kept open between requests. */
 typedef struct SessiondClient {
@@ -41,6 +44,51 @@ enum sessiond_retry {
 int sessiond_call(SessiondClient *c, json_object *req, enum sessiond_retry retry,
 		  SessiondReply *rep);
 void sessiond_reply_clear(SessiondReply *rep);
+
+/* What a streamed call (an exec with "stream") does with the output frames ahead of its
+ * reply. A callback's < 0 abandons the call. */
+typedef struct SessiondStream {
+	/* A PROTO_DATA frame: its stream byte (enum proto_stream) and bytes. */
+	int (*on_data)(void *ctx, uint8_t stream, const char *data, size_t len);
+	/* Nothing came for idle_ms. */
+	int (*on_idle)(void *ctx);
+	void *ctx;
+	int idle_ms;
+	int hangup_fd; /* the client's connection: the call is abandoned when it hangs up */
+} SessiondStream;
+
+/*
+ * sessiond_call (never sent twice) for a streamed call. -ECONNABORTED when it was abandoned:
+ * the connection to sessiond is closed, which interrupts the run there.
+ */
+int sessiond_call_streamed(SessiondClient *c, json_object *req, const SessiondStream *st,
+			   SessiondReply *rep);
+
+/* ---- a streamed exec relayed to its client as Server-Sent Events (relay.c) ---- */
+
+/* One relay: the plane's own events for what the run writes. */
+typedef struct OutputRelay {
+	HttpReq *http;
+	/* Text one stream wrote: valid UTF-8 of whole characters. */
+	int (*text)(struct OutputRelay *r, bool is_stderr, const char *text, size_t len);
+	/* A rich output as the harness published it (a JSON object; NULL: none relayed). */
+	int (*display)(struct OutputRelay *r, json_object *event);
+	void *ctx;	  /* the plane's */
+	size_t max_chars; /* characters of text relayed in all; the reply has the rest */
+	int heartbeat_ms; /* a comment line after this long without an event */
+	size_t chars;	  /* relayed so far */
+	char carry[2][4]; /* a character each stream has begun but not finished */
+	size_t carry_len[2];
+} OutputRelay;
+
+/*
+ * Run req (an exec, given "stream": true here) with its output relayed through r: the
+ * stream begins when sessiond says the run started (or on an ok reply), so errors before
+ * that are answered as usual. Returns as sessiond_call; after an ok reply the stream has
+ * begun and the caller's answer (http_send_json) is its last event. -ECONNABORTED: the
+ * client went away, the run was cancelled, and there is nobody to answer.
+ */
+int sessiond_call_relayed(SessiondClient *c, json_object *req, OutputRelay *r, SessiondReply *rep);
 /* {"op", "request_id", "tenant", "session_id"}: a request's common fields (tenant and
  * session_id left out when NULL), to add the op's own to; NULL when out of memory. */
 json_object *sessiond_request_new(const char *op, const char *request_id, const char *tenant,

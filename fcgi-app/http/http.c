@@ -268,6 +268,8 @@ int http_send_json(HttpReq *h, int status, json_object *body, const char *extra)
 
 	if (!s)
 		return -ENOMEM;
+	if (h->sse)
+		return sse_event(h, status >= 400 ? "error" : "result", s, len);
 	r = http_send_head(h, status, "application/json", (int64_t)len, extra);
 	if (r < 0)
 		return r;
@@ -287,6 +289,8 @@ int http_error(HttpReq *h, int status, const char *extra, const char *fmt, ...)
 		/* Out of memory: still answer, with a fixed body. */
 		static const char fallback[] = "{\"detail\": \"out of memory\"}";
 
+		if (h->sse)
+			return sse_event(h, "error", fallback, sizeof(fallback) - 1);
 		http_send_head(h, status, "application/json", sizeof(fallback) - 1, extra);
 		return http_write(h, fallback, sizeof(fallback) - 1);
 	}

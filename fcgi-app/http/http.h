@@ -22,6 +22,7 @@ typedef struct HttpReq {
 	int64_t content_length;	  /* CONTENT_LENGTH, -1 when absent or unparseable */
 	bool body_eof;		  /* stdin was read to its end */
 	int status;		  /* the status sent, 0 before the head */
+	bool sse;		  /* the body is an event stream (sse_begin) */
 } HttpReq;
 
 int http_init(HttpReq *h, FCGX_Request *fcgi);
@@ -50,12 +51,25 @@ int http_write(HttpReq *h, const void *buf, size_t len);
  * -ENODATA if the file ended early; on any error the connection must not be reused. */
 int http_send_fd(HttpReq *h, int fd, int64_t size);
 
-/* A JSON response; body is not consumed. */
+/* A JSON response; body is not consumed. Once an event stream has begun, the body is its
+ * last event instead: `result`, or `error` for a status of 400 or more. */
 int http_send_json(HttpReq *h, int status, json_object *body, const char *extra);
 
 /* {"detail": "<sentence>"} with Content-Type: application/json. */
 int http_error(HttpReq *h, int status, const char *extra, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
+
+/* ---- Server-Sent Events (sse.c): a 200 whose body is events, each flushed at once ---- */
+
+/* The client asked for an event stream (Accept names text/event-stream). */
+bool http_wants_sse(const HttpReq *h);
+/* The head: 200, text/event-stream, no caching, and no buffering in nginx. */
+int sse_begin(HttpReq *h);
+/* "event: <event>\ndata: <data>\n\n"; data holds no line break (rendered JSON). */
+int sse_event(HttpReq *h, const char *event, const char *data, size_t len);
+int sse_json_event(HttpReq *h, const char *event, json_object *data);
+/* A comment line, so that proxies and clients see the stream is alive. */
+int sse_heartbeat(HttpReq *h);
 
 /* ---- a body as one JSON object (body.c): the checks both APIs share ---- */
 

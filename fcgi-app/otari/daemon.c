@@ -3,10 +3,13 @@
  * as HTTP errors. */
 #include "otari.h"
 
+#include <errno.h>
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "cleanup.h"
 #include "http/http.h"
 #include "json.h"
 #include "log.h"
@@ -67,6 +70,38 @@ int otari_sd_call(ReqCtx *rq, json_object *req, enum sessiond_retry retry, Sessi
 	if (r == 0 && rep->ok)
 		return 0;
 	otari_sd_fail(rq, r, r < 0 ? NULL : rep);
+	sessiond_reply_clear(rep);
+	return -1;
+}
+
+/* {"text": ...} as a stdout or stderr event. */
+static int text_event(OutputRelay *r, bool is_stderr, const char *text, size_t len)
+{
+	_cleanup_json_ json_object *o = json_object_new_object();
+
+	if (!o || json_set(o, "text", json_object_new_string_len(text, (int)len)) < 0)
+		return -ENOMEM;
+	return sse_json_event(r->http, is_stderr ? "stderr" : "stdout", o);
+}
+
+int otari_sd_call_streamed(ReqCtx *rq, json_object *req, SessiondReply *rep)
+{
+	OutputRelay relay = {
+		.http = &rq->http,
+		.text = text_event,
+		/* sessiond streams what the reply keeps, and no more. */
+		.max_chars = SIZE_MAX,
+		.heartbeat_ms = (int)rq->app->cfg->stream_heartbeat_seconds * 1000,
+	};
+	int r = sessiond_call_relayed(&rq->w->sd, req, &relay, rep);
+
+	if (r == 0 && rep->ok)
+		return 0;
+	if (r == -ECONNABORTED)
+		log_info("the client went away during a streamed call: cancelled REQUEST_ID=%s",
+			 rq->http.request_id);
+	else
+		otari_sd_fail(rq, r, r < 0 ? NULL : rep);
 	sessiond_reply_clear(rep);
 	return -1;
 }

@@ -412,7 +412,9 @@ void otari_exec(ReqCtx *rq)
 		tool_use_id = generated;
 	}
 	/* Running code twice is worse than failing once: no retry after sessiond saw it. */
-	if (otari_sd_call(rq, sdreq, SESSIOND_RETRY_ON_SEND, &rep) < 0)
+	r = http_wants_sse(&rq->http) ? otari_sd_call_streamed(rq, sdreq, &rep) :
+					otari_sd_call(rq, sdreq, SESSIOND_RETRY_ON_SEND, &rep);
+	if (r < 0)
 		return;
 	out = render_exec(tool, tool_use_id, rep.obj);
 	sessiond_reply_clear(&rep);

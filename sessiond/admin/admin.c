@@ -79,7 +79,7 @@ void op_stats(Manager *m, Conn *c, const Request *rq)
 void op_metrics(Manager *m, Conn *c, const Request *rq)
 {
 	(void)rq;
-	static const char *const outcomes[] = { "ok", "error", "timeout", "killed" };
+	static const char *const outcomes[] = { "ok", "error", "timeout", "killed", "cancelled" };
 	static const char *const reasons[] = { "released", "idle", "lifetime", "other" };
 	_cleanup_free_ char *text = NULL;
 	size_t len = 0, running = 0;

@@ -140,21 +140,39 @@ static bool conn_flush(Conn *c)
 	return true;
 }
 
-static int conn_queue_frame(Conn *c, uint8_t type, const char *payload, size_t len)
+/* Queue a frame whose payload is head (head_len bytes, may be 0) then payload. */
+static int conn_queue_frame(Conn *c, uint8_t type, const void *head, size_t head_len,
+			    const void *payload, size_t len)
 {
-	size_t need = c->out_len + PROTO_HEADER_SIZE + len;
-	uint8_t *grown;
+	size_t need = c->out_len + PROTO_HEADER_SIZE + head_len + len;
+	uint8_t *grown, *p;
 
-	if (len > PROTO_MAX_PAYLOAD)
+	if (head_len + len > PROTO_MAX_PAYLOAD)
 		return -EMSGSIZE;
 	grown = realloc(c->out, need);
 	if (!grown)
 		return -ENOMEM;
 	c->out = grown;
-	proto_header_encode(c->out + c->out_len, type, (uint32_t)len);
-	memcpy(c->out + c->out_len + PROTO_HEADER_SIZE, payload, len);
+	p = c->out + c->out_len;
+	proto_header_encode(p, type, (uint32_t)(head_len + len));
+	if (head_len)
+		memcpy(p + PROTO_HEADER_SIZE, head, head_len);
+	if (len)
+		memcpy(p + PROTO_HEADER_SIZE + head_len, payload, len);
 	c->out_len = need;
 	return 0;
+}
+
+int conn_send_data(Conn *c, uint8_t stream, const void *data, size_t len)
+{
+	int r;
+
+	if (c->closing)
+		return -EPIPE;
+	r = conn_queue_frame(c, PROTO_DATA, &stream, 1, data, len);
+	if (r < 0)
+		return r;
+	return conn_flush(c) ? 0 : -EPIPE;
 }
 
 /* What a reply that could not be built whole is answered with: made without allocating. */
@@ -177,7 +195,7 @@ void conn_reply(Conn *c, struct json_object *reply, int *fds, size_t nfds)
 	}
 
 	c->busy = false;
-	r = conn_queue_frame(c, PROTO_JSON, txt, len);
+	r = conn_queue_frame(c, PROTO_JSON, NULL, 0, txt, len);
 	json_object_put(reply);
 	if (r < 0) {
 		log_err("cannot queue a reply: %s", strerror(-r));

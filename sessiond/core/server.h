@@ -24,6 +24,11 @@ Server *server_free(Server *s);
 /* Send a reply. Takes reply (put) and the fds (closed once sent or on failure). */
 void conn_reply(Conn *c, struct json_object *reply, int *fds, size_t nfds);
 
+/* Send a streamed-output frame (PROTO_DATA: the stream byte, then data) ahead of the
+ * reply; c stays busy. -errno when it could not be queued; the connection may have closed
+ * (the closed callback has run). */
+int conn_send_data(Conn *c, uint8_t stream, const void *data, size_t len);
+
 /* The uid of the process at the other end (SO_PEERCRED at accept). */
 uid_t conn_peer_uid(const Conn *c);
 

@@ -45,6 +45,7 @@ static json_object *exec_request(const Manager *m, const Session *s, json_object
 	er->timeout_ms = (uint64_t)timeout_ms;
 	er->cwd = req_string(req, "cwd");
 	er->cell = mode && strcmp(mode, "cell") == 0;
+	er->stream = req_bool(req, "stream");
 	/* A kernel-tier session serves Python through the IPython harness, an endpoint one
 	 * through the bridge to the operator's Jupyter Server. */
 	if (er->kind == INTERP_PYTHON && s->endpoint)

@@ -18,6 +18,7 @@
 
 #include "cleanup.h"
 #include "log.h"
+#include "proto.h"
 #include "run.h"
 #include "sandbox_layout.h"
 
@@ -157,6 +158,7 @@ static void drain_pipe(Interp *ip, int fd, OutBuf *b, unsigned max_reads)
 {
 	char buf[READ_CHUNK];
 	size_t cap = (size_t)ip->s->m->cfg->output_max_bytes;
+	Run *run = ip->s->run;
 
 	for (unsigned i = 0; fd >= 0 && i < max_reads; i++) {
 		ssize_t n = read(fd, buf, sizeof(buf));
@@ -164,8 +166,16 @@ static void drain_pipe(Interp *ip, int fd, OutBuf *b, unsigned max_reads)
 		if (n <= 0)
 			break;
 		/* Output between runs belongs to no call: it is dropped. */
-		if (ip->s->run && ip->s->run->kind == ip->kind && ip->s->run->phase != RUN_SCANNING)
-			outbuf_append(b, buf, (size_t)n, cap);
+		if (run && run->kind == ip->kind && run->phase != RUN_SCANNING) {
+			size_t kept = outbuf_append(b, buf, (size_t)n, cap);
+
+			/* What the reply will hold, and no more, is streamed. */
+			if (kept)
+				run_stream(run,
+					   b == &ip->out_buf ? PROTO_STREAM_STDOUT :
+							       PROTO_STREAM_STDERR,
+					   buf, kept);
+		}
 		/* A short read emptied the pipe: no need for a read to say EAGAIN. */
 		if ((size_t)n < sizeof(buf))
 			break;
@@ -278,14 +288,35 @@ static bool line_reserve(Interp *ip, size_t n)
 	return true;
 }
 
-/* A reply line: one for another request (a daemon's that died, or forged by user code)
- * is dropped; the others are the run's (m->events). */
+/* A harness's event line: a rich output published while its cell runs. */
+#define EVENT_PREFIX "{\"event\": "
+
+/* An event line goes to a streamed run's worker, while the run's events stay under
+ * reply_max_bytes; to nobody otherwise (the reply carries every output anyway). */
+static void interp_forward_event(Interp *ip, const char *line)
+{
+	Run *run = ip->s->run;
+	size_t len = strlen(line);
+
+	if (!run || !run->stream || run->kind != ip->kind || run->phase == RUN_SCANNING ||
+	    run->streamed_events + len > (size_t)ip->s->m->cfg->reply_max_bytes)
+		return;
+	run->streamed_events += len;
+	run_stream(run, PROTO_STREAM_DISPLAY, line, len);
+}
+
+/* A line for another request (a daemon's that died, or forged by user code) is dropped;
+ * an event goes on; the others are the run's reply (m->events). */
 static void interp_on_line(Interp *ip, char *line)
 {
 	uint64_t id = reply_id(ip, line);
 
 	if (id && id != ip->expect_id)
 		return;
+	if (strncmp(line, EVENT_PREFIX, sizeof(EVENT_PREFIX) - 1) == 0) {
+		interp_forward_event(ip, line);
+		return;
+	}
 	ip->s->m->events->interp_replied(ip, line);
 }
 

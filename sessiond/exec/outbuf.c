@@ -6,7 +6,7 @@
 #include "run.h"
 #include "utf8.h"
 
-void outbuf_append(OutBuf *b, const char *data, size_t len, size_t cap)
+size_t outbuf_append(OutBuf *b, const char *data, size_t len, size_t cap)
 {
 	size_t room = b->len < cap ? cap - b->len : 0;
 	size_t take = len < room ? len : room;
@@ -22,7 +22,7 @@ void outbuf_append(OutBuf *b, const char *data, size_t len, size_t cap)
 		grown = realloc(b->buf, ncap + 1);
 		if (!grown) {
 			b->omitted += len;
-			return;
+			return 0;
 		}
 		b->buf = grown;
 		b->cap = ncap;
@@ -32,6 +32,7 @@ void outbuf_append(OutBuf *b, const char *data, size_t len, size_t cap)
 		b->len += take;
 	}
 	b->omitted += len - take;
+	return take;
 }
 
 /* The kept bytes, made valid UTF-8 for JSON, plus the truncation note; resets b. */

@@ -11,6 +11,7 @@
 
 #include "cleanup.h"
 #include "log.h"
+#include "proto.h"
 #include "run.h"
 #include "session/tenant.h"
 #include "workspace/workspace.h"
@@ -22,6 +23,7 @@ static void run_free(Run *run)
 	if (!run)
 		return;
 	loop_remove(run->s->m->loop, run->timer);
+	loop_remove(run->s->m->loop, run->cancel);
 	json_object_put(run->reply);
 	free(run->code);
 	free(run->cwd);
@@ -61,6 +63,8 @@ static const char *timeout_text(const Run *run, char *buf, size_t len)
 /* How a run ended, as an index into the manager's counters and the log's words. */
 static int run_outcome_index(const Run *run)
 {
+	if (run->cancelled)
+		return 4;
 	if (run->timed_out)
 		return 2;
 	if (run->lost_state)
@@ -70,7 +74,7 @@ static int run_outcome_index(const Run *run)
 
 static const char *run_outcome(const Run *run)
 {
-	static const char *const names[] = { "ok", "error", "timeout", "killed" };
+	static const char *const names[] = { "ok", "error", "timeout", "killed", "cancelled" };
 
 	return names[run_outcome_index(run)];
 }
@@ -233,8 +237,12 @@ static void on_grace_expired(Loop *l, void *data)
 	run->timer = NULL;
 	run->phase = RUN_KILLING;
 	run->lost_state = true;
-	run_note(run, "execution timed out after %s; interpreter restarted, state was lost",
-		 timeout_text(run, t, sizeof(t)));
+	if (run->cancelled)
+		run_note(run, "the call was cancelled (its client went away) and did not stop; "
+			      "interpreter restarted, state was lost");
+	else
+		run_note(run, "execution timed out after %s; interpreter restarted, state was lost",
+			 timeout_text(run, t, sizeof(t)));
 	r = kill_processes(run->s, false);
 	if (r == 0) {
 		interps_all_dead(run->s);
@@ -245,26 +253,70 @@ static void on_grace_expired(Loop *l, void *data)
 	}
 }
 
-static void on_deadline(Loop *l, void *data)
+/* Stop the running code: SIGINT to the interpreter's process group (the interpreter and the
+ * children it waits on), then the grace; straight to the kill when nothing runs to take it. */
+static void run_interrupt(Run *run)
 {
-	Run *run = data;
 	Interp *ip = &run->s->interps[run->kind];
-	char t[32];
+	Loop *l = run->s->m->loop;
 
-	run->timer = NULL;
-	run->timed_out = true;
 	if (run->phase != RUN_RUNNING || ip->host_pid <= 0) {
 		on_grace_expired(l, run);
 		return;
 	}
 	run->phase = RUN_INTERRUPTED;
-	run_note(run, "execution timed out after %s and was interrupted; state was kept",
-		 timeout_text(run, t, sizeof(t)));
-	/* The interpreter's process group: the interpreter and the children it waits on. */
 	kill(-ip->host_pid, SIGINT);
 	if (loop_add_timer(l, (uint64_t)run->s->m->cfg->interrupt_grace_ms, on_grace_expired, run,
 			   &run->timer) < 0)
 		on_grace_expired(l, run);
+}
+
+static void on_deadline(Loop *l, void *data)
+{
+	Run *run = data;
+	char t[32];
+
+	(void)l;
+	run->timer = NULL;
+	run->timed_out = true;
+	run_note(run, "execution timed out after %s and was interrupted; state was kept",
+		 timeout_text(run, t, sizeof(t)));
+	run_interrupt(run);
+}
+
+static void on_cancel(Loop *l, void *data)
+{
+	Run *run = data;
+
+	run->cancel = NULL;
+	if (run->phase == RUN_STARTING) {
+		/* None of its code ran: it ends here; the interpreter goes on starting. */
+		run->cancelled = true;
+		run->timer = loop_remove(l, run->timer);
+		run_fail(run, "the call was cancelled before it started: its client went away");
+		return;
+	}
+	/* Past its deadline, or over: it ends on its own. */
+	if (run->phase != RUN_RUNNING)
+		return;
+	run->cancelled = true;
+	run->timer = loop_remove(l, run->timer);
+	run_note(run, "the call was cancelled (its client went away) and was interrupted; "
+		      "state was kept");
+	run_interrupt(run);
+}
+
+void run_cancel(Run *run)
+{
+	/* On the next turn of the loop: this is called from wherever the connection closed. */
+	if (!run->cancel && !run->cancelled)
+		loop_add_timer(run->s->m->loop, 0, on_cancel, run, &run->cancel);
+}
+
+void run_stream(Run *run, uint8_t stream, const char *data, size_t len)
+{
+	if (run->stream && run->conn)
+		conn_send_data(run->conn, stream, data, len);
 }
 
 static int encode_request(const Run *run, const Interp *ip, char **buf, size_t *len)
@@ -296,6 +348,8 @@ static int encode_request(const Run *run, const Interp *ip, char **buf, size_t *
 		json_set(o, "mode", json_object_new_string(run->cell ? "cell" : "otari"));
 		if (run->cwd)
 			json_set(o, "cwd", json_object_new_string(run->cwd));
+		if (run->stream)
+			json_set(o, "stream", json_object_new_boolean(1));
 		if (ip->reap)
 			json_set(o, "reap", json_object_new_boolean(1));
 		txt = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN, &n);
@@ -438,6 +492,7 @@ void run_start(Session *s, Conn *c, const ExecRequest *er)
 	run->conn = c;
 	run->kind = kind;
 	run->cell = er->cell;
+	run->stream = er->stream;
 	run->timeout_ms = timeout_ms;
 	run->start_ms = now_ms();
 	run->start_real = now_real();
@@ -448,6 +503,8 @@ void run_start(Session *s, Conn *c, const ExecRequest *er)
 	s->run = run;
 	s->execution_count++;
 	s->last_activity_at = now_real();
+	/* Taken: the worker may now answer its client that the call runs. */
+	run_stream(run, PROTO_STREAM_STARTED, NULL, 0);
 	if (ip->state == INTERP_READY && !ip->probing) {
 		run_send(run);
 		return;
@@ -521,6 +578,10 @@ void run_abort_unanswered(Session *s, const char *why)
 void run_conn_closed(Manager *m, Conn *c)
 {
 	for (Session *s = m->sessions; s; s = s->next)
-		if (s->run && s->run->conn == c)
+		if (s->run && s->run->conn == c) {
 			s->run->conn = NULL;
+			/* A streamed call belongs to its stream: its client has gone. */
+			if (s->run->stream)
+				run_cancel(s->run);
+		}
 }

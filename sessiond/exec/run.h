@@ -26,9 +26,13 @@ struct Run {
 	Conn *conn; /* NULL once the worker went away */
 	enum interp_kind kind;
 	enum run_phase phase;
-	char *code; /* what to run */
-	char *cwd;  /* cell mode: where the interpreter starts, or NULL */
-	bool cell;  /* notebook mode: result and error objects (code plane) */
+	char *code;		/* what to run */
+	char *cwd;		/* cell mode: where the interpreter starts, or NULL */
+	bool cell;		/* notebook mode: result and error objects (code plane) */
+	bool stream;		/* the worker takes the output as it comes (PROTO_DATA) */
+	bool cancelled;		/* a streamed call whose worker went away: interrupted */
+	LoopSource *cancel;	/* that interruption, due on the next loop turn */
+	size_t streamed_events; /* bytes of rich outputs streamed, up to reply_max_bytes */
 	uint64_t timeout_ms;
 	uint64_t start_ms;	  /* monotonic, for execution_time_ms */
 	double start_real;	  /* POSIX seconds, for the log */
@@ -46,7 +50,8 @@ struct Run {
 };
 
 /* outbuf.c */
-void outbuf_append(OutBuf *b, const char *data, size_t len, size_t cap);
+/* Keep what fits under cap of data; how many bytes were kept. */
+size_t outbuf_append(OutBuf *b, const char *data, size_t len, size_t cap);
 /* The kept bytes (NUL-terminated, valid UTF-8, a note of what was dropped), the caller's
  * to free; b is empty after. */
 char *outbuf_finish(OutBuf *b, size_t *len);
@@ -84,6 +89,7 @@ typedef struct ExecRequest {
 	const char *code;
 	const char *cwd; /* cell mode: where the interpreter starts, or NULL */
 	bool cell;	 /* the code plane's notebook mode */
+	bool stream;	 /* output is sent as it comes, ahead of the reply */
 	uint64_t timeout_ms;
 } ExecRequest;
 
@@ -107,6 +113,11 @@ int reply_return_code(Run *run, const char *line);
 bool run_clear_leftovers(Run *run);
 /* Whether the run's interpreter was killed for memory as it started. */
 bool start_oom_killed(Run *run, int status);
+/* Streamed runs: what the worker is sent as the program writes it (stream: enum
+ * proto_stream), when it still listens. */
+void run_stream(Run *run, uint8_t stream, const char *data, size_t len);
+/* The worker of a streamed run went away: interrupt it as its deadline would, now. */
+void run_cancel(Run *run);
 /* The run's interpreter could not start (why: a sentence): the call fails saying so. */
 void run_start_failed(Run *run, const char *why);
 /* Start the run's interpreter again (after a re-adoption without it). */

@@ -47,6 +47,8 @@ _displays = []         # display_data items of the running cell
 _result = None         # the running cell's execute_result bundle
 _error = None          # the running cell's error object
 _cwd_applied = False
+_channel = None        # the control socket's Channel
+_stream_id = None      # the running cell's request id when its outputs stream, else None
 
 
 # ---------------------------------------------------------------- JSON of mime bundles
@@ -95,7 +97,14 @@ def _make_shell():
 
         def publish(self, data, metadata=None, source=None, *, transient=None,
                     update=False, **kwargs):
-            _displays.append({"data": _bundle(data), "metadata": _bundle(metadata or {})})
+            item = {"data": _bundle(data), "metadata": _bundle(metadata or {})}
+            _displays.append(item)
+            if _stream_id is not None:
+                # Streamed as published; "event" first: sessiond tells it from a reply.
+                try:
+                    _channel.send({"event": "display", "id": _stream_id, **item})
+                except OSError:
+                    pass    # sessiond sees the channel's end on its own
 
         def clear_output(self, wait=False):
             _displays.clear()
@@ -212,7 +221,12 @@ def _handle(shell, line):
         return _protocol_error(str(exc))
     if reap:
         reap_children()
-    reply = _chdir_and_run(shell, request, code, cell)
+    global _stream_id
+    _stream_id = request_id if request.get("stream") is True else None
+    try:
+        reply = _chdir_and_run(shell, request, code, cell)
+    finally:
+        _stream_id = None
     if request_id is not None:
         # First key: sessiond finds it without parsing the whole reply.
         reply = {"id": request_id, **reply}
@@ -233,7 +247,8 @@ def _chdir_and_run(shell, request, code, cell):
 
 
 def main():
-    channel = Channel(take_control_fd(), _encode_reply)
+    global _channel
+    channel = _channel = Channel(take_control_fd(), _encode_reply)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     shell = _make_shell()
     # Like the REPL: modules in the current directory (the workspace) import.

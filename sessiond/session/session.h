@@ -210,7 +210,7 @@ struct Manager {
 	bool draining;			  /* no new sessions; existing ones run on */
 	int lock_fd;			  /* flock on <state_dir>/sessiond.lock, held for life */
 	Journal *journal;		  /* store writes waiting for the next batch */
-	uint64_t runs_by_outcome[4];	  /* ok, error, timeout, killed */
+	uint64_t runs_by_outcome[5];	  /* ok, error, timeout, killed, cancelled */
 	uint64_t kills_by_reason[4];	  /* released, idle, lifetime, other */
 	uint64_t sessions_created;
 	uint64_t request_seq; /* ids of requests sent to interpreters */
