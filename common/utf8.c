@@ -107,7 +107,8 @@ size_t utf8_whole_prefix(const char *s, size_t len)
 
 		if ((c & 0xC0) == 0x80)
 			continue;
-		want = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+		/* A byte that leads no well-formed sequence waits for nothing. */
+		want = c >= 0xF5 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 1;
 		return want > back ? len - back : len;
 	}
 	return len; /* only continuation bytes: ill-formed, left for repair */

@@ -76,6 +76,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_ASSERT(outlen == size && memcmp(clean, s, size) == 0);
 	else
 		FUZZ_ASSERT(outlen > 0);
+	/* Valid text cut anywhere: what utf8_whole_prefix keeps is valid, and it holds back
+	 * no more than a character's first three bytes. */
+	for (size_t cut = 0; valid && cut <= size; cut++) {
+		size_t whole = utf8_whole_prefix(s, cut);
+
+		FUZZ_ASSERT(whole <= cut && cut - whole <= 3);
+		FUZZ_ASSERT(utf8_valid(s, whole));
+	}
 	free(clean);
 	return 0;
 }
