@@ -123,6 +123,13 @@ static const struct setting settings[] = {
 	S("egress_host_iface_prefix", egress_host_iface_prefix, "pdk"),
 	S("egress_host_netns", egress_host_netns, ""),
 	S("runtimes_dir", runtimes_dir, "/etc/paddock/runtimes"),
+	S("tool_callback_allow", tool_callback_allow, ""),
+	I("tool_timeout_default", tool_timeout_default, "30", 1, 86400),
+	I("tool_max_tools", tool_max_tools, "64", 1, 1000),
+	Z("tool_call_max_bytes", tool_call_max_bytes, "1M", 1 * KiB, 16 * MiB),
+	Z("tool_reply_max_bytes", tool_reply_max_bytes, "4M", 1 * KiB, 16 * MiB),
+	I("tool_calls_per_run", tool_calls_per_run, "100", 1, 100000),
+	I("tool_calls_max_concurrent", tool_calls_max_concurrent, "32", 1, 10000),
 };
 
 static int apply(PaddockConfig *c, const struct setting *s, const char *value, char *err,

@@ -120,6 +120,15 @@ typedef struct PaddockConfig {
 	char *egress_host_iface_prefix; /* host-side veth names: prefix + link number */
 	char *egress_host_netns;	/* netns file for the host side; empty: sessiond's own */
 
+	/* programmatic tool calls (docs/otari.md) */
+	char *tool_callback_allow;    /* URL prefixes callbacks may go to; "": the route is off */
+	int64_t tool_timeout_default; /* seconds a call may take when the registration says none */
+	int64_t tool_max_tools;	      /* tools one registration may name */
+	int64_t tool_call_max_bytes;  /* a call's line from the sandbox, at most */
+	int64_t tool_reply_max_bytes; /* a callback's answer, at most */
+	int64_t tool_calls_per_run;   /* calls one exec may make */
+	int64_t tool_calls_max_concurrent; /* calls in flight on the node */
+
 	/* runtime profiles: <runtimes_dir>/<name>.conf, in the order of their names; read by
 	 * runtimes_load() (common/runtimes.h), not by config_load(): only sessiond and
 	 * paddockctl need them */

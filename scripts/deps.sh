@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(
 	# build
 	build-essential cmake pkg-config clang-format
-	libfcgi-dev libjson-c-dev libsqlite3-dev libnl-3-dev libnl-route-3-dev libseccomp-dev libsystemd-dev
+	libfcgi-dev libjson-c-dev libsqlite3-dev libnl-3-dev libnl-route-3-dev libseccomp-dev libsystemd-dev libcurl4-openssl-dev
 	# run: the front door and the runtimes a session starts
 	nginx-light python3 bash nodejs
 	# the code plane's kernel tier: IPython in the sandbox, inline figures, DataFrames

@@ -27,6 +27,7 @@ static const struct Op {
 	{ "session_info", true, op_session_info },
 	{ "exec", true, op_exec },
 	{ "edit", true, op_edit },
+	{ "tools_register", true, op_tools_register },
 	{ "list", true, op_list },
 	{ "get", true, op_get },
 	{ "put", true, op_put },

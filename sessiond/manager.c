@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "exec/exec.h"
+#include "httpc/httpc.h"
 #include "lifecycle/lifecycle.h"
 #include "log.h"
 #include "sandbox_layout.h"
@@ -216,6 +217,9 @@ int manager_new(const PaddockConfig *cfg, Loop *loop, int lock_wait_ms, Manager 
 		if (!sandbox_env_runtime_problem(m->env, i + 1))
 			log_info("runtime profile '%s' on %s, %lld warm", cfg->runtimes[i].name,
 				 cfg->runtimes[i].root, (long long)cfg->runtimes[i].pool_size);
+	r = httpc_new(loop, &m->httpc);
+	if (r < 0)
+		goto fail;
 	adopt_or_clean(m);
 	r = loop_add_timer(loop, (uint64_t)cfg->reclaim_interval_ms, on_reclaim, m, &m->reclaim);
 	if (r < 0)
@@ -243,6 +247,7 @@ Manager *manager_free(Manager *m)
 		session_destroy(m->sessions, "shutdown");
 	create_free_all(m);
 	pool_free_all(m);
+	m->httpc = httpc_free(m->httpc);
 	zombies_drain(m);
 	session_index_free(m);
 	m->tenants = tenant_table_free(m->tenants);

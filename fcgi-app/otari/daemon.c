@@ -105,3 +105,34 @@ int otari_sd_call_streamed(ReqCtx *rq, json_object *req, SessiondReply *rep)
 	sessiond_reply_clear(rep);
 	return -1;
 }
+
+int otari_read_json(ReqCtx *rq, bool allow_empty, json_object **ret)
+{
+	const PaddockConfig *cfg = rq->app->cfg;
+	BodyError e;
+
+	if (body_read_json(&rq->http, (size_t)cfg->max_body_bytes, (int)cfg->json_max_depth, ret,
+			   &e) == 0)
+		return 0;
+	switch (e.kind) {
+	case BODY_EMPTY:
+		if (allow_empty)
+			return 0;
+		http_error(&rq->http, 422, NULL, "a JSON object body is required");
+		break;
+	case BODY_TOO_LARGE:
+		http_error(&rq->http, 413, NULL,
+			   "the request body is larger than %" PRId64 " bytes",
+			   cfg->max_body_bytes);
+		break;
+	case BODY_UNREADABLE:
+		http_error(&rq->http, 400, NULL, "the request body could not be read");
+		break;
+	case BODY_NOT_JSON: http_error(&rq->http, 422, NULL, "%s", e.detail); break;
+	case BODY_NOT_OBJECT:
+		http_error(&rq->http, 422, NULL, "the body must be a JSON object");
+		break;
+	case BODY_NO_MEMORY: http_error(&rq->http, 500, NULL, "out of memory"); break;
+	}
+	return -1;
+}

@@ -12,6 +12,8 @@ static const Route routes[] = {
 	{ "list", "GET", "/sessions/{id}/files/list", otari_list },
 	{ "get", "GET", "/sessions/{id}/files", otari_get },
 	{ "put", "POST", "/sessions/{id}/files", otari_put },
+	{ "tools_register", "POST", "/sessions/{id}/programmatic-tools/register",
+	  otari_tools_register },
 };
 
 const RouteTable otari_routes = { "otari", routes, ARRAY_SIZE(routes) };

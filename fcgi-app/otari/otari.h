@@ -24,7 +24,14 @@ void otari_list(ReqCtx *rq);
 void otari_get(ReqCtx *rq);
 void otari_put(ReqCtx *rq);
 
+/* Programmatic tools (tools.c). */
+void otari_tools_register(ReqCtx *rq);
+
 /* ---- the daemon (daemon.c) ---- */
+
+/* The body as one JSON object (empty allowed: *ret NULL); answers and returns -1 when it
+ * is not one. */
+int otari_read_json(ReqCtx *rq, bool allow_empty, json_object **ret);
 
 /* A sessiond request for op with request_id, tenant and session_id filled in (owned). */
 json_object *otari_sd_request(ReqCtx *rq, const char *op);

@@ -15,41 +15,6 @@
 
 #define IMAGE_MAX 255
 
-/*
- * Read and parse a JSON body. An empty body gives NULL and 0 when allow_empty.
- * Answers the client itself and returns -1 on failure.
- */
-static int read_json(ReqCtx *rq, bool allow_empty, json_object **ret)
-{
-	const PaddockConfig *cfg = rq->app->cfg;
-	BodyError e;
-
-	if (body_read_json(&rq->http, (size_t)cfg->max_body_bytes, (int)cfg->json_max_depth, ret,
-			   &e) == 0)
-		return 0;
-	switch (e.kind) {
-	case BODY_EMPTY:
-		if (allow_empty)
-			return 0;
-		http_error(&rq->http, 422, NULL, "a JSON object body is required");
-		break;
-	case BODY_TOO_LARGE:
-		http_error(&rq->http, 413, NULL,
-			   "the request body is larger than %" PRId64 " bytes",
-			   cfg->max_body_bytes);
-		break;
-	case BODY_UNREADABLE:
-		http_error(&rq->http, 400, NULL, "the request body could not be read");
-		break;
-	case BODY_NOT_JSON: http_error(&rq->http, 422, NULL, "%s", e.detail); break;
-	case BODY_NOT_OBJECT:
-		http_error(&rq->http, 422, NULL, "the body must be a JSON object");
-		break;
-	case BODY_NO_MEMORY: http_error(&rq->http, 500, NULL, "out of memory"); break;
-	}
-	return -1;
-}
-
 /* An optional integer >= 1 (null: absent) copied into the sessiond request. */
 static int take_positive(ReqCtx *rq, json_object *body, const char *key, json_object *sdreq)
 {
@@ -79,7 +44,7 @@ void otari_create(ReqCtx *rq)
 	json_object *sid;
 	int r;
 
-	if (read_json(rq, true, &body) < 0)
+	if (otari_read_json(rq, true, &body) < 0)
 		return;
 	sdreq = otari_sd_request(rq, "create");
 	if (!sdreq)
@@ -395,7 +360,7 @@ void otari_exec(ReqCtx *rq)
 	SessiondReply rep;
 	int r;
 
-	if (read_json(rq, false, &body) < 0)
+	if (otari_read_json(rq, false, &body) < 0)
 		return;
 	if (exec_request(rq, body, &tool, &sdreq) < 0)
 		return;

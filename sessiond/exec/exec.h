@@ -16,6 +16,11 @@
 /* exec.c: {"op": "exec", "tool", "code", "timeout_ms", "mode", "cwd"} on session s */
 void op_exec(Manager *m, Conn *c, const Request *rq);
 
+/* tools.c: {"op": "tools_register", "callback_url", "token", "tools", "timeout_seconds"} */
+void op_tools_register(Manager *m, Conn *c, const Request *rq);
+/* A session's registration, freed (NULL accepted). */
+void tools_free(ToolSet *t);
+
 /* run.c */
 /* The session is going: its run, if any, is answered (state lost) and freed. */
 void run_abort(Session *s, const char *why);

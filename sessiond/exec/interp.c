@@ -288,8 +288,9 @@ static bool line_reserve(Interp *ip, size_t n)
 	return true;
 }
 
-/* A harness's event line: a rich output published while its cell runs. */
-#define EVENT_PREFIX "{\"event\": "
+/* A harness's event line, with or without a blank after the colon: a rich output published
+ * while its cell runs, or a programmatic tool call. */
+#define EVENT_PREFIX "{\"event\":"
 
 /* An event line goes to a streamed run's worker, while the run's events stay under
  * reply_max_bytes; to nobody otherwise (the reply carries every output anyway). */
@@ -314,7 +315,13 @@ static void interp_on_line(Interp *ip, char *line)
 	if (id && id != ip->expect_id)
 		return;
 	if (strncmp(line, EVENT_PREFIX, sizeof(EVENT_PREFIX) - 1) == 0) {
-		interp_forward_event(ip, line);
+		const char *name = line + sizeof(EVENT_PREFIX) - 1;
+
+		name += *name == ' ';
+		if (strncmp(name, "\"tool_call\"", 11) == 0)
+			tool_call_start(ip, line);
+		else
+			interp_forward_event(ip, line);
 		return;
 	}
 	ip->s->m->events->interp_replied(ip, line);
@@ -384,6 +391,18 @@ static void interp_read_ctl(Interp *ip)
 		if (ip->line_len == 0 && ip->line_cap > LINE_KEEP_BYTES)
 			line_release(ip);
 	}
+}
+
+void interp_send_line(Interp *ip, const char *line, size_t len)
+{
+	char *grown = realloc(ip->wbuf, ip->wlen + len);
+
+	if (!grown)
+		return;
+	memcpy(grown + ip->wlen, line, len);
+	ip->wbuf = grown;
+	ip->wlen += len;
+	interp_flush_request(ip);
 }
 
 size_t interp_buffered_bytes(const Interp *ip)

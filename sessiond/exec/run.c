@@ -22,6 +22,7 @@ static void run_free(Run *run)
 {
 	if (!run)
 		return;
+	tool_call_drop(run);
 	loop_remove(run->s->m->loop, run->timer);
 	loop_remove(run->s->m->loop, run->cancel);
 	json_object_put(run->reply);
@@ -265,6 +266,8 @@ static void run_interrupt(Run *run)
 		return;
 	}
 	run->phase = RUN_INTERRUPTED;
+	/* No answer may reach the interpreter after the interrupt: it would wait, unread. */
+	tool_call_drop(run);
 	kill(-ip->host_pid, SIGINT);
 	if (loop_add_timer(l, (uint64_t)run->s->m->cfg->interrupt_grace_ms, on_grace_expired, run,
 			   &run->timer) < 0)
@@ -350,6 +353,9 @@ static int encode_request(const Run *run, const Interp *ip, char **buf, size_t *
 			json_set(o, "cwd", json_object_new_string(run->cwd));
 		if (run->stream)
 			json_set(o, "stream", json_object_new_boolean(1));
+		/* The Python harnesses build _platform_tools from it (docs/harness-protocol.md). */
+		if (run->s->tools && (run->kind == INTERP_PYTHON || run->kind == INTERP_KERNEL))
+			json_set(o, "tools", json_object_get(run->s->tools->stub));
 		if (ip->reap)
 			json_set(o, "reap", json_object_new_boolean(1));
 		txt = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN, &n);
@@ -381,6 +387,7 @@ void run_send(Run *run)
 	ip->reap = false;
 	run->phase = RUN_RUNNING;
 	run->timer = loop_remove(l, run->timer);
+	run->deadline_ms = now_ms() + run->timeout_ms;
 	if (loop_add_timer(l, run->timeout_ms, on_deadline, run, &run->timer) < 0) {
 		run_fail(run, "internal error: no timer");
 		return;

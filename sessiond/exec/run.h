@@ -26,13 +26,16 @@ struct Run {
 	Conn *conn; /* NULL once the worker went away */
 	enum interp_kind kind;
 	enum run_phase phase;
-	char *code;		/* what to run */
-	char *cwd;		/* cell mode: where the interpreter starts, or NULL */
-	bool cell;		/* notebook mode: result and error objects (code plane) */
-	bool stream;		/* the worker takes the output as it comes (PROTO_DATA) */
-	bool cancelled;		/* a streamed call whose worker went away: interrupted */
-	LoopSource *cancel;	/* that interruption, due on the next loop turn */
-	size_t streamed_events; /* bytes of rich outputs streamed, up to reply_max_bytes */
+	char *code;		    /* what to run */
+	char *cwd;		    /* cell mode: where the interpreter starts, or NULL */
+	bool cell;		    /* notebook mode: result and error objects (code plane) */
+	bool stream;		    /* the worker takes the output as it comes (PROTO_DATA) */
+	bool cancelled;		    /* a streamed call whose worker went away: interrupted */
+	LoopSource *cancel;	    /* that interruption, due on the next loop turn */
+	size_t streamed_events;	    /* bytes of rich outputs streamed, up to reply_max_bytes */
+	struct ToolCall *tool_call; /* the programmatic tool call in flight, or NULL */
+	unsigned tool_calls;	    /* calls made so far, up to tool_calls_per_run */
+	uint64_t deadline_ms;	    /* monotonic: when the code's time is up (once sent) */
 	uint64_t timeout_ms;
 	uint64_t start_ms;	  /* monotonic, for execution_time_ms */
 	double start_real;	  /* POSIX seconds, for the log */
@@ -56,6 +59,15 @@ size_t outbuf_append(OutBuf *b, const char *data, size_t len, size_t cap);
  * to free; b is empty after. */
 char *outbuf_finish(OutBuf *b, size_t *len);
 void outbuf_clear(OutBuf *b);
+
+/* tools.c: programmatic tool calls, from the interpreter's channel to the callback */
+/* A {"event": "tool_call", "name", "input"} line from ip: call its tool, answer on ip's
+ * channel when it is done (or refuse at once). */
+void tool_call_start(Interp *ip, const char *line);
+/* The run ends, or is interrupted: its call in flight is dropped, never answered. */
+void tool_call_drop(Run *run);
+/* Write line (len bytes, ending in a newline) to ip's channel after what it has queued. */
+void interp_send_line(Interp *ip, const char *line, size_t len);
 
 /* hostinterp.c: interpreters that run outside the sandbox (the endpoint bridge) */
 bool interp_on_host(enum interp_kind kind);

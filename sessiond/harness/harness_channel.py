@@ -16,6 +16,9 @@ rebinds os.read or deletes len cannot break the channel.
 import builtins
 import os
 
+import _signal
+import _thread
+
 __builtins__ = dict(builtins.__dict__)
 
 CTL_FD_IN = 3        # where init (or sessiond, for the endpoint bridge) hands it over
@@ -32,6 +35,10 @@ _WNOHANG = os.WNOHANG
 _getpid = os.getpid
 _exit = os._exit
 _PID = os.getpid()
+_sigmask = _signal.pthread_sigmask
+_BLOCK_SIGINT = {_signal.SIGINT}
+# A programmatic tool's answer: the only line sessiond sends that is not a request.
+TOOL_RESULT_PREFIX = b'{"tool_result"'
 
 
 class Channel:
@@ -44,6 +51,8 @@ class Channel:
         self.fd = fd
         self.encode = encode
         self.buf = bytearray()
+        self.send_lock = _thread.allocate_lock()
+        self.call_lock = _thread.allocate_lock()
 
     def read_request(self):
         """Return the next line (bytes), TOO_LARGE, or None at end of file."""
@@ -66,10 +75,38 @@ class Channel:
             self.buf += chunk
 
     def send(self, reply):
+        self.send_text(self.encode(reply))
+
+    def send_text(self, text):
         # A lone surrogate cannot be encoded in UTF-8; "?" keeps the line valid.
-        data = memoryview((self.encode(reply) + "\n").encode("utf-8", "replace"))
-        while data:
-            data = data[_write(self.fd, data):]
+        data = memoryview((text + "\n").encode("utf-8", "replace"))
+        # Whole lines only: the deadline's SIGINT waits until the line is out (a cut one
+        # would swallow the reply after it), and threads take turns.
+        with self.send_lock:
+            old = _sigmask(_signal.SIG_BLOCK, _BLOCK_SIGINT)
+            try:
+                while data:
+                    data = data[_write(self.fd, data):]
+            finally:
+                _sigmask(_signal.SIG_SETMASK, old)
+
+    def call_tool(self, name, arguments):
+        """A programmatic tool call (docs/harness-protocol.md): (is_error, the content or
+        the error's message). One at a time; other threads wait their turn."""
+        import json   # only code that calls tools pays for it
+        line = json.dumps({"event": "tool_call", "name": name, "input": arguments},
+                          ensure_ascii=False, allow_nan=False)
+        with self.call_lock:
+            self.send_text(line)
+            while True:
+                got = self.read_request()
+                if got is None or got is self.TOO_LARGE:
+                    return True, "the tool channel closed"
+                if got.startswith(TOOL_RESULT_PREFIX):
+                    result = json.loads(got)["tool_result"]
+                    if result.get("is_error"):
+                        return True, str(result.get("error"))
+                    return False, result.get("content")
 
 
 def request_fields(request):
@@ -110,6 +147,29 @@ def take_control_fd():
     return CTL_FD
 
 
+_tools_module = None
+
+
+def apply_tools(channel, request):
+    """Give user code the session's programmatic tools, when the request lists them:
+    the _platform_tools module (this directory's), loaded on first use, its calls going
+    over channel."""
+    global _tools_module
+    tools = request.get("tools")
+    if not isinstance(tools, list):
+        return
+    if _tools_module is None:
+        import sys
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        try:
+            import _platform_tools
+        finally:
+            del sys.path[0]
+        _platform_tools._call = channel.call_tool
+        _tools_module = _platform_tools
+    _tools_module._set_tools(tools)
+
+
 def reap_children():
     """Collect this process's dead children. sessiond asks for it after it killed
     what a timed-out run left behind: those children are ours to wait for, and
@@ -137,6 +197,8 @@ def serve(channel, handle, flush):
             break          # user code closed or broke the channel
         if line is None:
             break          # sessiond closed the channel: we are done
+        if line is not Channel.TOO_LARGE and line.startswith(TOOL_RESULT_PREFIX):
+            continue       # the answer to a tool call its deadline interrupted
         reply = handle(line)
         flush()
         if _getpid() != _PID:

@@ -37,8 +37,8 @@ import signal  # noqa: E402
 # neither the directory nor the module stays visible to user code.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 try:
-    from harness_channel import (Channel, reap_children, request_fields, serve,  # noqa: E402
-                                 take_control_fd)
+    from harness_channel import (Channel, apply_tools, reap_children,  # noqa: E402
+                                 request_fields, serve, take_control_fd)
 finally:
     del sys.path[0]
 del sys.modules["harness_channel"]
@@ -221,6 +221,7 @@ def _handle(shell, line):
         return _protocol_error(str(exc))
     if reap:
         reap_children()
+    apply_tools(_channel, request)
     global _stream_id
     _stream_id = request_id if request.get("stream") is True else None
     try:

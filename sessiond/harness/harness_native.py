@@ -35,8 +35,8 @@ import _json
 import _signal
 
 # From this directory, while the entry point has it on sys.path.
-from harness_channel import (Channel, reap_children, request_fields, serve,
-                             take_control_fd)
+from harness_channel import (Channel, apply_tools, reap_children, request_fields,
+                             serve, take_control_fd)
 
 # Functions defined below look builtins up in this private snapshot, so user
 # code that deletes or rebinds builtins (print, len, exec, ...) cannot break
@@ -56,6 +56,7 @@ _running = False          # True while user code runs: SIGINT interrupts it
 _cell_count = 0
 _sources = {}             # "<cell-N>" -> source lines, for linecache
 _user_globals = None
+_channel = None           # the control socket
 
 
 # ---------------------------------------------------------------- JSON
@@ -374,6 +375,7 @@ def _handle(line):
         return _protocol_error(_safe_str(exc))
     if reap:
         reap_children()
+    apply_tools(_channel, request)
     _cell_count += 1
     filename = f"<cell-{_cell_count}>"
     _remember_source(filename, code)
@@ -388,8 +390,8 @@ def _handle(line):
 # ---------------------------------------------------------------- main loop
 
 def main():
-    global _user_globals
-    channel = Channel(take_control_fd(), _dump_json)
+    global _user_globals, _channel
+    channel = _channel = Channel(take_control_fd(), _dump_json)
     _setup_process()
     _user_globals = _make_user_globals()
     serve(channel, _handle, _flush_output)

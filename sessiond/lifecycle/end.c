@@ -19,6 +19,7 @@
 void session_free(Session *s)
 {
 	editor_undo_free(s->undo);
+	tools_free(s->tools);
 	free(s->tenant);
 	free(s);
 }

@@ -71,6 +71,17 @@ static inline bool pool_is_kernel(int which)
 }
 typedef struct Journal Journal;
 typedef struct TenantTable TenantTable;
+typedef struct HttpClient HttpClient; /* httpc/httpc.h */
+
+/* A session's programmatic tools, as registered (exec/tools.c). */
+typedef struct ToolSet {
+	char *callback_url; /* canonical, under a tool_callback_allow prefix */
+	char *token;	    /* the callback's bearer token: never sent into the sandbox */
+	uint64_t timeout_ms;
+	size_t n;
+	char **names;	   /* Python identifiers, none repeated */
+	json_object *stub; /* [{"name", "doc"}...]: what the harness builds the module from */
+} ToolSet;
 
 /* Bytes of one output stream of a run, capped: the head is kept, the rest counted. */
 typedef struct OutBuf {
@@ -132,6 +143,7 @@ struct Session {
 	uint32_t seq;	  /* last init request number */
 	uint64_t id_hash; /* of id, for the manager's index */
 	ScanReply *scans; /* replies waiting for a walk of the workspace */
+	ToolSet *tools;	  /* programmatic tools registered, or NULL */
 	Session *prev, *next;
 };
 
@@ -221,6 +233,9 @@ struct Manager {
 	uint64_t checkpoints;	/* checkpoint processes that ran */
 
 	TenantTable *tenants;	      /* live sessions by tenant (tenant.c); NULL until one */
+	HttpClient *httpc;	      /* tool calls' callbacks in flight (httpc/) */
+	uint64_t tool_calls;	      /* tool calls made */
+	uint64_t tool_call_errors;    /* of those, the ones that ended in a ToolError */
 	uint64_t tenant_cap_refusals; /* creates refused at their tenant's session limit */
 };
 
