@@ -56,10 +56,12 @@ static int wait_frame(SessiondClient *c, const SessiondStream *st)
 			continue;
 		if (n < 0)
 			return -errno;
-		if (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR))
+		if (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL))
 			return -ECONNABORTED;
 		if (p[0].revents)
 			return 0;
+		if (n > 0)
+			continue;
 		silent_ms += st->idle_ms;
 		if (silent_ms >= c->reply_timeout_s * 1000)
 			return -ETIMEDOUT;

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <json-c/json.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -42,6 +43,7 @@ struct Conn {
 	size_t in_len, in_cap;
 	uint8_t *out; /* encoded reply bytes not yet sent */
 	size_t out_len, out_off;
+	size_t last_data; /* offset in out of the last frame if it is PROTO_DATA, else SIZE_MAX */
 	int out_fds[PROTO_MAX_FDS]; /* fds to attach to the first byte of out */
 	size_t out_nfds;
 	bool busy;	  /* a request is being handled */
@@ -131,6 +133,7 @@ static bool conn_flush(Conn *c)
 	}
 	if (c->out_off == c->out_len) {
 		c->out_off = c->out_len = 0;
+		c->last_data = SIZE_MAX;
 		if (c->closing) {
 			conn_free(c);
 			return false;
@@ -163,15 +166,42 @@ static int conn_queue_frame(Conn *c, uint8_t type, const void *head, size_t head
 	return 0;
 }
 
-int conn_send_data(Conn *c, uint8_t stream, const void *data, size_t len)
+/* Grow the last queued frame, a PROTO_DATA one of stream not yet begun to be sent, by
+ * data; false when there is no such frame. */
+static bool conn_join_data(Conn *c, uint8_t stream, const void *data, size_t len)
 {
+	size_t at = c->last_data, plen;
+	uint8_t *grown, type;
+
+	if (at == SIZE_MAX || at < c->out_off || c->out[at + PROTO_HEADER_SIZE] != stream ||
+	    proto_frame_parse(c->out + at, c->out_len - at, &type, &plen) <= 0 ||
+	    plen + len > PROTO_MAX_PAYLOAD)
+		return false;
+	grown = realloc(c->out, c->out_len + len);
+	if (!grown)
+		return false;
+	c->out = grown;
+	memcpy(c->out + c->out_len, data, len);
+	c->out_len += len;
+	proto_header_encode(c->out + at, PROTO_DATA, (uint32_t)(plen + len));
+	return true;
+}
+
+int conn_send_data(Conn *c, uint8_t stream, const void *data, size_t len, size_t backlog)
+{
+	size_t at = c->out_len;
 	int r;
 
 	if (c->closing)
 		return -EPIPE;
-	r = conn_queue_frame(c, PROTO_DATA, &stream, 1, data, len);
-	if (r < 0)
-		return r;
+	if (c->out_len - c->out_off > backlog)
+		return -ENOBUFS;
+	if (!conn_join_data(c, stream, data, len)) {
+		r = conn_queue_frame(c, PROTO_DATA, &stream, 1, data, len);
+		if (r < 0)
+			return r;
+		c->last_data = at;
+	}
 	return conn_flush(c) ? 0 : -EPIPE;
 }
 
@@ -196,6 +226,7 @@ void conn_reply(Conn *c, struct json_object *reply, int *fds, size_t nfds)
 
 	c->busy = false;
 	r = conn_queue_frame(c, PROTO_JSON, NULL, 0, txt, len);
+	c->last_data = SIZE_MAX;
 	json_object_put(reply);
 	if (r < 0) {
 		log_err("cannot queue a reply: %s", strerror(-r));
@@ -383,6 +414,7 @@ static void on_accept(Loop *l, int fd, uint32_t events, void *data)
 		c->srv = s;
 		c->fd = cfd;
 		c->peer_uid = uid;
+		c->last_data = SIZE_MAX;
 		if (loop_add_fd(l, cfd, EPOLLIN | EPOLLRDHUP, on_conn_event, c, &c->src) < 0) {
 			close(cfd);
 			free(c);

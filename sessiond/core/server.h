@@ -25,9 +25,10 @@ Server *server_free(Server *s);
 void conn_reply(Conn *c, struct json_object *reply, int *fds, size_t nfds);
 
 /* Send a streamed-output frame (PROTO_DATA: the stream byte, then data) ahead of the
- * reply; c stays busy. -errno when it could not be queued; the connection may have closed
- * (the closed callback has run). */
-int conn_send_data(Conn *c, uint8_t stream, const void *data, size_t len);
+ * reply; c stays busy. Bytes for the same stream as the last frame still unsent join it;
+ * with more than backlog bytes unsent, nothing is queued (-ENOBUFS). -errno when it could
+ * not be queued; the connection may have closed (the closed callback has run). */
+int conn_send_data(Conn *c, uint8_t stream, const void *data, size_t len, size_t backlog);
 
 /* The uid of the process at the other end (SO_PEERCRED at accept). */
 uid_t conn_peer_uid(const Conn *c);

@@ -21,6 +21,7 @@ struct Store {
 	sqlite3_stmt *exec_log;
 	sqlite3_stmt *session_insert;
 	sqlite3_stmt *session_delete;
+	sqlite3_stmt *set_tools;
 	sqlite3_stmt *file_lookup;
 	sqlite3_stmt *file_insert;
 	sqlite3_stmt *file_path;
@@ -193,6 +194,7 @@ Store *store_close(Store *s)
 	sqlite3_finalize(s->exec_log);
 	sqlite3_finalize(s->session_insert);
 	sqlite3_finalize(s->session_delete);
+	sqlite3_finalize(s->set_tools);
 	sqlite3_finalize(s->file_lookup);
 	sqlite3_finalize(s->file_insert);
 	sqlite3_finalize(s->file_path);
@@ -290,6 +292,17 @@ int store_session_touch(Store *s, const char *id, double last_activity_at, int64
 	return step_kept(s->touch);
 }
 
+int store_session_set_tools(Store *s, const char *id, const char *tools)
+{
+	int r = cached(s, &s->set_tools, "UPDATE sessions SET tools = ? WHERE id = ?");
+
+	if (r < 0)
+		return r;
+	sqlite3_bind_text(s->set_tools, 1, tools, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s->set_tools, 2, id, -1, SQLITE_STATIC);
+	return step_kept(s->set_tools);
+}
+
 int store_session_delete(Store *s, const char *id)
 {
 	int r = cached(s, &s->session_delete, "DELETE FROM sessions WHERE id = ?");
@@ -316,6 +329,7 @@ void session_rows_free(SessionRow *rows, size_t n)
 		free(rows[i].plane);
 		free(rows[i].rid);
 		free(rows[i].runtime);
+		free(rows[i].tools);
 	}
 	free(rows);
 }
@@ -330,7 +344,7 @@ int store_sessions_load(Store *s, SessionRow **rows_ret, size_t *n_ret)
 	r = prepare(s,
 		    "SELECT id, tenant, uid, created_at, last_activity_at, idle_timeout,"
 		    " max_lifetime, image, init_pid, init_ctl_fd, plane, kernel, execution_count,"
-		    " rid, endpoint, runtime FROM sessions",
+		    " rid, endpoint, runtime, tools FROM sessions",
 		    &st);
 	if (r < 0)
 		return r;
@@ -359,6 +373,7 @@ int store_sessions_load(Store *s, SessionRow **rows_ret, size_t *n_ret)
 			.rid = dup_col(st, 13),
 			.endpoint = sqlite3_column_int(st, 14) != 0,
 			.runtime = dup_col(st, 15),
+			.tools = dup_col(st, 16),
 		};
 		n++;
 	}

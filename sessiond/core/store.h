@@ -26,6 +26,7 @@ typedef struct SessionRow {
 	bool endpoint; /* Python runs on the external Jupyter Server */
 	int64_t execution_count;
 	char *runtime; /* the runtime profile it runs on; NULL: the default */
+	char *tools;   /* its programmatic tools' registration (JSON); NULL: none */
 } SessionRow;
 
 /* Open (creating) the database at path and apply pending migrations. */
@@ -35,6 +36,8 @@ Store *store_close(Store *s);
 int store_session_insert(Store *s, const SessionRow *row);
 int store_session_touch(Store *s, const char *id, double last_activity_at, int64_t execution_count);
 int store_session_delete(Store *s, const char *id);
+/* Keep a session's programmatic tools registration (JSON text). */
+int store_session_set_tools(Store *s, const char *id, const char *tools);
 /* Every session row; the caller frees with session_rows_free(). */
 int store_sessions_load(Store *s, SessionRow **rows_ret, size_t *n_ret);
 void session_rows_free(SessionRow *rows, size_t n);

@@ -20,6 +20,8 @@ void op_exec(Manager *m, Conn *c, const Request *rq);
 void op_tools_register(Manager *m, Conn *c, const Request *rq);
 /* A session's registration, freed (NULL accepted). */
 void tools_free(ToolSet *t);
+/* A re-adopted session's registration from the store's record, checked again. */
+void tools_restore(Session *s, const char *record);
 
 /* run.c */
 /* The session is going: its run, if any, is answered (state lost) and freed. */

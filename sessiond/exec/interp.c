@@ -169,8 +169,9 @@ static void drain_pipe(Interp *ip, int fd, OutBuf *b, unsigned max_reads)
 		if (run && run->kind == ip->kind && run->phase != RUN_SCANNING) {
 			size_t kept = outbuf_append(b, buf, (size_t)n, cap);
 
-			/* What the reply will hold, and no more, is streamed. */
-			if (kept)
+			/* What the reply will hold, and no more, is streamed (run_send drops
+			 * what comes while the interpreter starts). */
+			if (kept && run->phase != RUN_STARTING)
 				run_stream(run,
 					   b == &ip->out_buf ? PROTO_STREAM_STDOUT :
 							       PROTO_STREAM_STDERR,
@@ -249,7 +250,8 @@ static void interp_probe(Interp *ip)
 
 	ip->expect_id = ++ip->s->m->request_seq;
 	if (ip->kind == INTERP_BASH)
-		n = snprintf(buf, sizeof(buf), "%llu\n:", (unsigned long long)ip->expect_id) + 1;
+		n = snprintf(buf, sizeof(buf), "\001%llu\n:", (unsigned long long)ip->expect_id) +
+		    1;
 	else
 		n = snprintf(buf, sizeof(buf), "{\"id\":%llu,\"code\":\"\",\"mode\":\"cell\"}\n",
 			     (unsigned long long)ip->expect_id);
@@ -303,6 +305,8 @@ static void interp_forward_event(Interp *ip, const char *line)
 	    run->streamed_events + len > (size_t)ip->s->m->cfg->reply_max_bytes)
 		return;
 	run->streamed_events += len;
+	/* What the program printed before it published this goes first. */
+	drain_all(ip);
 	run_stream(run, PROTO_STREAM_DISPLAY, line, len);
 }
 

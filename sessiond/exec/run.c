@@ -176,7 +176,7 @@ static void run_reply_sent(void *data)
 	s->run = NULL;
 	run_free(run);
 	/* The promise of the timeout message: a fresh interpreter is ready for the next call. */
-	if (ip->state == INTERP_DEAD && s->sb.ctl_fd >= 0)
+	if (ip->state == INTERP_DEAD && s->sb.ctl_fd >= 0 && !s->adopting)
 		interp_spawn(s, ip->kind);
 }
 
@@ -209,7 +209,7 @@ void run_finish(Run *run)
 /* The interpreter answered (or died): finish, or first kill what the run left behind. */
 void run_complete(Run *run)
 {
-	if (run->timed_out) {
+	if (run->timed_out || run->cancelled) {
 		run->phase = RUN_REAPING;
 		run->timer = loop_remove(run->s->m->loop, run->timer);
 		if (kill_processes(run->s, true) == 1)
@@ -318,8 +318,10 @@ void run_cancel(Run *run)
 
 void run_stream(Run *run, uint8_t stream, const char *data, size_t len)
 {
+	/* A worker that does not keep up gets the rest in the reply alone. */
 	if (run->stream && run->conn)
-		conn_send_data(run->conn, stream, data, len);
+		conn_send_data(run->conn, stream, data, len,
+			       (size_t)run->s->m->cfg->output_max_bytes);
 }
 
 static int encode_request(const Run *run, const Interp *ip, char **buf, size_t *len)
@@ -330,8 +332,9 @@ static int encode_request(const Run *run, const Interp *ip, char **buf, size_t *
 		/* Bash reads "<id>\n<command>" ending in NUL; the other harnesses JSON lines.
 		 * Bash collects its dead children itself: it needs no reap flag. */
 		size_t n = strlen(run->code);
-		char head[24];
-		int h = snprintf(head, sizeof(head), "%llu\n", (unsigned long long)id);
+		char head[32];
+		int h = snprintf(head, sizeof(head), "\001%llu%s\n", (unsigned long long)id,
+				 run->s->tools ? " tools" : "");
 
 		*buf = malloc((size_t)h + n + 1);
 		if (!*buf)

@@ -188,21 +188,65 @@ static json_object *tools_parse(const PaddockConfig *cfg, json_object *req, Tool
 	return take_tools(cfg, tools, t);
 }
 
-void op_tools_register(Manager *m, Conn *c, const Request *rq)
+/* req as s's tools (replacing any), or the error it is answered with. */
+static json_object *tools_set(Session *s, json_object *req)
 {
 	ToolSet *t = calloc(1, sizeof(*t));
 	json_object *e =
-		t ? tools_parse(m->cfg, rq->body, t) : reply_error("internal", "out of memory");
-	json_object *o;
+		t ? tools_parse(s->m->cfg, req, t) : reply_error("internal", "out of memory");
 
 	if (e) {
 		tools_free(t);
+		return e;
+	}
+	/* A second registration replaces the first; a call in flight keeps its own. */
+	tools_free(s->tools);
+	s->tools = t;
+	return NULL;
+}
+
+/* What the store keeps of a registration: its fields, the URL canonical. */
+static char *tools_record(const ToolSet *t)
+{
+	_cleanup_json_ json_object *o = json_object_new_object();
+	const char *txt;
+
+	json_set(o, "callback_url", json_object_new_string(t->callback_url));
+	json_set(o, "token", json_object_new_string(t->token));
+	json_set(o, "tools", json_object_get(t->stub));
+	json_set(o, "timeout_seconds", json_object_new_int64((int64_t)(t->timeout_ms / 1000)));
+	txt = json_incomplete(o) ? NULL : json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
+	return txt ? strdup(txt) : NULL;
+}
+
+void tools_restore(Session *s, const char *record)
+{
+	_cleanup_json_ json_object *req = json_tokener_parse(record);
+	json_object *e = req ? tools_set(s, req) : reply_error("invalid", "not JSON");
+
+	/* The operator's allow-list may have changed since: it decides again. */
+	if (e)
+		log_warn("SESSION_ID=%s its programmatic tools are not kept: %s", s->id,
+			 req_string(e, "detail"));
+	json_object_put(e);
+}
+
+void op_tools_register(Manager *m, Conn *c, const Request *rq)
+{
+	json_object *e = tools_set(rq->s, rq->body), *o;
+	_cleanup_free_ char *record = NULL;
+	const ToolSet *t = rq->s->tools;
+
+	if (e) {
 		conn_reply(c, e, NULL, 0);
 		return;
 	}
-	/* A second registration replaces the first; a call in flight keeps its own. */
-	tools_free(rq->s->tools);
-	rq->s->tools = t;
+	/* Kept for a restarted daemon, which re-adopts the session. */
+	record = tools_record(t);
+	if (!record || store_session_set_tools(m->store, rq->s->id, record) < 0)
+		log_warn("SESSION_ID=%s programmatic tools not stored: a restarted daemon will "
+			 "not know them",
+			 rq->s->id);
 	log_info("SESSION_ID=%s registered %zu programmatic tools calling %s", rq->s->id, t->n,
 		 t->callback_url);
 	o = reply_ok();

@@ -27,6 +27,7 @@ __paddock_prefix=
 __paddock_busy=
 __paddock_interrupted=
 __paddock_flags=
+__paddock_tools=
 
 # sessiond interrupts a run that outlives its timeout with SIGINT to the whole
 # process group. The foreground command gets it too and (normally) dies; bash
@@ -59,16 +60,60 @@ __paddock_trace_prefix() {
 }
 
 # A first line of digits only is sessiond's request id, not a command (a bare
-# number is no useful command either); it is echoed in the reply.
+# number is no useful command either); it is echoed in the reply. " tools"
+# after the id says the session has programmatic tools: the command then gets
+# their channel on fd 62. sessiond starts each request with a \001, which no
+# tool answer holds: what a killed paddock-tool left unread goes before it.
 __paddock_split_id() {
-	__paddock_id=${__paddock_cmd%%$'\n'*}
-	if [[ $__paddock_id == "$__paddock_cmd" || -z $__paddock_id || $__paddock_id == *[!0-9]* ]]; then
-		__paddock_id=
-	else
+	[[ $__paddock_cmd == *$'\001'* ]] && __paddock_cmd=${__paddock_cmd#*$'\001'}
+	__paddock_id=
+	__paddock_tools=
+	[[ $__paddock_cmd == *$'\n'* ]] || builtin return 0
+	local first=${__paddock_cmd%%$'\n'*} tools=
+	if [[ $first == *' tools' ]]; then
+		first=${first% tools}
+		tools=1
+	fi
+	if [[ -n $first && $first != *[!0-9]* ]]; then
+		__paddock_id=$first
+		__paddock_tools=$tools
 		__paddock_cmd=${__paddock_cmd#*$'\n'}
 	fi
 	builtin return 0
 }
+
+# paddock-tool NAME [INPUT]: call a programmatic tool (docs/otari.md) with INPUT,
+# a JSON object ({} when left out). Prints the tool's content (JSON) and
+# succeeds, or prints its error and exits 1; 2 when it could not be asked.
+# Exported, so scripts the command starts have it too; calls take turns.
+paddock-tool() {
+	local name=${1-} input=${2-'{}'} line
+	if [[ $# -lt 1 || $# -gt 2 || ! $name =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]]; then
+		builtin echo 'usage: paddock-tool NAME [INPUT-JSON-OBJECT]' >&2
+		builtin return 2
+	fi
+	if ! { : >&62; } 2>/dev/null; then
+		builtin echo 'paddock-tool: no programmatic tools are registered for this session' >&2
+		builtin return 2
+	fi
+	{
+		command -v flock >/dev/null && flock 61
+		builtin printf '{"event":"tool_call","name":"%s","input":%s}\n' "$name" \
+			"${input//$'\n'/ }" >&62 &&
+			IFS= builtin read -r -u 62 line
+	} 61>>/tmp/.paddock-tool.lock
+	if [[ -z $line ]]; then
+		builtin echo 'paddock-tool: the tool channel closed' >&2
+		builtin return 2
+	fi
+	if [[ ${line%% *} == 0 ]]; then
+		builtin printf '%s\n' "${line#* }"
+		builtin return 0
+	fi
+	builtin printf 'paddock-tool: %s\n' "${line#* }" >&2
+	builtin return 1
+}
+export -f paddock-tool
 
 while :; do
 	__paddock_cmd=
@@ -88,7 +133,11 @@ while :; do
 	__paddock_flags=
 	# stdin is /dev/null for every command; fd 63 is closed for the command's
 	# duration (bash keeps a close-on-exec copy) so no child inherits it.
-	builtin source "$__paddock_self" </dev/null 63>&-
+	if [[ -n $__paddock_tools ]]; then
+		builtin source "$__paddock_self" </dev/null 62>&63 63>&-
+	else
+		builtin source "$__paddock_self" </dev/null 63>&-
+	fi
 	{
 		__paddock_status=$?
 		__paddock_busy=

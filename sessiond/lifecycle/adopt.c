@@ -116,6 +116,8 @@ int adopt_session(Manager *m, const SessionRow *row)
 	s->plane = row->plane && !strcmp(row->plane, "code") ? PLANE_CODE : PLANE_OTARI;
 	s->kernel = row->kernel;
 	adopt_runtime(s, row->runtime);
+	if (row->tools)
+		tools_restore(s, row->tools);
 	/* An endpoint bridge died with the old daemon: the next call starts a new kernel. */
 	s->endpoint = row->endpoint;
 	s->execution_count = (uint64_t)row->execution_count;
