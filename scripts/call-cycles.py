@@ -29,7 +29,7 @@ ROOMS = [
     ("sessiond/admin/",),
     ("sessiond/lifecycle/",),
     ("sessiond/exec/",),
-    ("sessiond/workspace/",),
+    ("sessiond/workspace/", "sessiond/httpc/"),
     ("sessiond/session/",),
     ("sessiond/core/",),
     ("sessiond/sandbox/",),

@@ -260,6 +260,13 @@ int http_send_fd(HttpReq *h, int fd, int64_t size)
 	return 0;
 }
 
+bool http_wants_sse(const HttpReq *h)
+{
+	const char *accept = http_param(h, "HTTP_ACCEPT");
+
+	return accept && strstr(accept, "text/event-stream");
+}
+
 int http_send_json(HttpReq *h, int status, json_object *body, const char *extra)
 {
 	size_t len;

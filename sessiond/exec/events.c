@@ -27,10 +27,26 @@ static void probe_done(Interp *ip)
 		run_send(run);
 }
 
-/* A reply to the probe, or to the run's request (interp.c has checked its id). */
+/* A harness's event line, with or without a blank after the colon: a rich output published
+ * while its cell runs, or a programmatic tool call. */
+#define EVENT_PREFIX "{\"event\":"
+
+/* A reply to the probe, or to the run's request, or an event (interp.c has checked its
+ * id). */
 void interp_replied(Interp *ip, char *line)
 {
 	Run *run = ip->s->run;
+
+	if (strncmp(line, EVENT_PREFIX, sizeof(EVENT_PREFIX) - 1) == 0) {
+		const char *name = line + sizeof(EVENT_PREFIX) - 1;
+
+		name += *name == ' ';
+		if (strncmp(name, "\"tool_call\"", 11) == 0)
+			tool_call_start(ip, line);
+		else
+			interp_forward_event(ip, line);
+		return;
+	}
 
 	if (ip->probing) {
 		probe_done(ip);

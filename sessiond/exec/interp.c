@@ -290,13 +290,15 @@ static bool line_reserve(Interp *ip, size_t n)
 	return true;
 }
 
-/* A harness's event line, with or without a blank after the colon: a rich output published
- * while its cell runs, or a programmatic tool call. */
-#define EVENT_PREFIX "{\"event\":"
+void run_stream(Run *run, uint8_t stream, const char *data, size_t len)
+{
+	/* A worker that does not keep up gets the rest in the reply alone. */
+	if (run->stream && run->conn)
+		conn_send_data(run->conn, stream, data, len,
+			       (size_t)run->s->m->cfg->output_max_bytes);
+}
 
-/* An event line goes to a streamed run's worker, while the run's events stay under
- * reply_max_bytes; to nobody otherwise (the reply carries every output anyway). */
-static void interp_forward_event(Interp *ip, const char *line)
+void interp_forward_event(Interp *ip, const char *line)
 {
 	Run *run = ip->s->run;
 	size_t len = strlen(line);
@@ -311,23 +313,13 @@ static void interp_forward_event(Interp *ip, const char *line)
 }
 
 /* A line for another request (a daemon's that died, or forged by user code) is dropped;
- * an event goes on; the others are the run's reply (m->events). */
+ * the others are the run's (m->events): its reply, or an event. */
 static void interp_on_line(Interp *ip, char *line)
 {
 	uint64_t id = reply_id(ip, line);
 
 	if (id && id != ip->expect_id)
 		return;
-	if (strncmp(line, EVENT_PREFIX, sizeof(EVENT_PREFIX) - 1) == 0) {
-		const char *name = line + sizeof(EVENT_PREFIX) - 1;
-
-		name += *name == ' ';
-		if (strncmp(name, "\"tool_call\"", 11) == 0)
-			tool_call_start(ip, line);
-		else
-			interp_forward_event(ip, line);
-		return;
-	}
 	ip->s->m->events->interp_replied(ip, line);
 }
 

@@ -316,14 +316,6 @@ void run_cancel(Run *run)
 		loop_add_timer(run->s->m->loop, 0, on_cancel, run, &run->cancel);
 }
 
-void run_stream(Run *run, uint8_t stream, const char *data, size_t len)
-{
-	/* A worker that does not keep up gets the rest in the reply alone. */
-	if (run->stream && run->conn)
-		conn_send_data(run->conn, stream, data, len,
-			       (size_t)run->s->m->cfg->output_max_bytes);
-}
-
 static int encode_request(const Run *run, const Interp *ip, char **buf, size_t *len)
 {
 	uint64_t id = ip->expect_id;

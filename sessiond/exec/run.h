@@ -88,6 +88,12 @@ void interp_flush_request(Interp *ip);
 void ctl_watch(Interp *ip);
 /* Read what ip's pipes hold now into its buffers. */
 void drain_all(Interp *ip);
+/* Streamed runs: what the worker is sent as the program writes it (stream: enum
+ * proto_stream), when it still listens. */
+void run_stream(Run *run, uint8_t stream, const char *data, size_t len);
+/* A harness's event line (a published rich output) to a streamed run's worker, while the
+ * run's events stay under reply_max_bytes; to nobody otherwise (the reply has them all). */
+void interp_forward_event(Interp *ip, const char *line);
 /* The host pids a kill of the session's processes spares; how many. */
 size_t kill_keep_list(Session *s, bool keep_interps, pid_t keep[1 + INTERP_KIND_COUNT]);
 /* Kill every process of s but init and (keep_interps) the live interpreters: 0 done,
@@ -125,9 +131,7 @@ int reply_return_code(Run *run, const char *line);
 bool run_clear_leftovers(Run *run);
 /* Whether the run's interpreter was killed for memory as it started. */
 bool start_oom_killed(Run *run, int status);
-/* Streamed runs: what the worker is sent as the program writes it (stream: enum
- * proto_stream), when it still listens. */
-void run_stream(Run *run, uint8_t stream, const char *data, size_t len);
+
 /* The worker of a streamed run went away: interrupt it as its deadline would, now. */
 void run_cancel(Run *run);
 /* The run's interpreter could not start (why: a sentence): the call fails saying so. */

@@ -170,6 +170,11 @@ static json_object *tools_parse(const PaddockConfig *cfg, json_object *req, Tool
 	t->callback_url = httpc_canonical_url(url, &why);
 	if (!t->callback_url)
 		return reply_error("invalid", "%s", why);
+	/* A server may decode %2e%2e into a parent directory the prefix did not allow. */
+	if (strcasestr(t->callback_url, "%2e") || strcasestr(t->callback_url, "%2f") ||
+	    strcasestr(t->callback_url, "%5c") || strchr(t->callback_url, '\\'))
+		return reply_error("invalid", "callback_url must not encode dots, slashes or "
+					      "backslashes");
 	if (!url_allowed(cfg->tool_callback_allow, t->callback_url))
 		return reply_error("forbidden", "callback_url is not under a URL prefix that "
 						"tool_callback_allow names");
