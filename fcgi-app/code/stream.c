@@ -8,7 +8,6 @@
 
 #include "cleanup.h"
 #include "json.h"
-#include "log.h"
 
 static bool relay_all_keys(const OutputRelay *r)
 {
@@ -47,10 +46,8 @@ int code_run_streamed(ReqCtx *rq, json_object *req, bool all_keys, SessiondReply
 
 	if (r == 0 && rep->ok)
 		return 0;
-	if (r == -ECONNABORTED)
-		log_info("the client went away during a streamed call: cancelled REQUEST_ID=%s",
-			 rq->http.request_id);
-	else
+	/* A client that went away has nobody to answer. */
+	if (r != -ECONNABORTED)
 		code_sd_fail(rq, r, r < 0 ? NULL : rep);
 	sessiond_reply_clear(rep);
 	return -1;

@@ -12,6 +12,7 @@
 
 #include "cleanup.h"
 #include "json.h"
+#include "log.h"
 #include "proto.h"
 #include "utf8.h"
 
@@ -95,6 +96,9 @@ int sessiond_call_relayed(SessiondClient *c, json_object *req, OutputRelay *r, S
 	if (json_set(req, "stream", json_object_new_boolean(1)) < 0)
 		return -ENOMEM;
 	ret = sessiond_call_streamed(c, req, &st, rep);
+	if (ret == -ECONNABORTED)
+		log_info("the client went away during a streamed call: cancelled REQUEST_ID=%s",
+			 r->http->request_id);
 	/* An ok reply is the run's: the stream it began (or begins now) ends with it. */
 	if (ret == 0 && rep->ok && sse_begin(r->http) < 0) {
 		sessiond_reply_clear(rep);

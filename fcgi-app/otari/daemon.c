@@ -97,10 +97,8 @@ int otari_sd_call_streamed(ReqCtx *rq, json_object *req, SessiondReply *rep)
 
 	if (r == 0 && rep->ok)
 		return 0;
-	if (r == -ECONNABORTED)
-		log_info("the client went away during a streamed call: cancelled REQUEST_ID=%s",
-			 rq->http.request_id);
-	else
+	/* A client that went away has nobody to answer. */
+	if (r != -ECONNABORTED)
 		otari_sd_fail(rq, r, r < 0 ? NULL : rep);
 	sessiond_reply_clear(rep);
 	return -1;
