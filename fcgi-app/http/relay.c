@@ -96,9 +96,13 @@ int sessiond_call_relayed(SessiondClient *c, json_object *req, OutputRelay *r, S
 	if (json_set(req, "stream", json_object_new_boolean(1)) < 0)
 		return -ENOMEM;
 	ret = sessiond_call_streamed(c, req, &st, rep);
-	if (ret == -ECONNABORTED)
+	if (ret == -ECONNABORTED) {
 		log_info("the client went away during a streamed call: cancelled REQUEST_ID=%s",
 			 r->http->request_id);
+		/* Answered as nginx says it: the client closed the request. */
+		if (!r->http->status)
+			r->http->status = 499;
+	}
 	/* An ok reply is the run's: the stream it began (or begins now) ends with it. */
 	if (ret == 0 && rep->ok && sse_begin(r->http) < 0) {
 		sessiond_reply_clear(rep);

@@ -3,11 +3,14 @@
 #include "store.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cleanup.h"
 #include "log.h"
@@ -118,6 +121,19 @@ static int migrate(Store *s)
 	return 0;
 }
 
+/* The -wal and -shm files an older daemon made with a wider mode, if any. */
+static void narrow_companions(const char *path)
+{
+	static const char *const suffixes[] = { "-wal", "-shm" };
+	char p[4096];
+
+	for (size_t i = 0; i < ARRAY_SIZE(suffixes); i++) {
+		snprintf(p, sizeof(p), "%s%s", path, suffixes[i]);
+		if (chmod(p, 0600) < 0 && errno != ENOENT)
+			log_warn("cannot narrow the mode of %s: %m", p);
+	}
+}
+
 int store_open(const char *path, Store **ret)
 {
 	Store *s = calloc(1, sizeof(*s));
@@ -125,6 +141,16 @@ int store_open(const char *path, Store **ret)
 
 	if (!s)
 		return -ENOMEM;
+	/* Root's alone: it holds programmatic tools' tokens. SQLite gives its -wal and -shm
+	 * files the database's mode; one made by an older daemon is narrowed too. */
+	r = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (r < 0 || fchmod(r, 0600) < 0) {
+		r = r < 0 ? -errno : (close(r), -errno);
+		free(s);
+		return r;
+	}
+	close(r);
+	narrow_companions(path);
 	r = errno_from_sqlite(sqlite3_open_v2(
 		path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
 		NULL));
@@ -133,7 +159,7 @@ int store_open(const char *path, Store **ret)
 	if (r == 0)
 		r = exec_sql(s, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;"
 				"PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 2000;"
-				"PRAGMA wal_autocheckpoint = 0;");
+				"PRAGMA wal_autocheckpoint = 0; PRAGMA secure_delete = FAST;");
 	if (r == 0)
 		r = migrate(s);
 	if (r < 0) {

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -248,21 +249,15 @@ static void interp_probe(Interp *ip)
 	char buf[64];
 	int n;
 
-	ip->expect_id = ++ip->s->m->request_seq;
+	ip->expect_id = interp_request_id();
 	if (ip->kind == INTERP_BASH)
 		n = snprintf(buf, sizeof(buf), "\001%llu\n:", (unsigned long long)ip->expect_id) +
 		    1;
 	else
 		n = snprintf(buf, sizeof(buf), "{\"id\":%llu,\"code\":\"\",\"mode\":\"cell\"}\n",
 			     (unsigned long long)ip->expect_id);
-	ip->wbuf = malloc((size_t)n);
-	if (!ip->wbuf)
-		return;
-	memcpy(ip->wbuf, buf, (size_t)n);
-	ip->wlen = (size_t)n;
-	ip->woff = 0;
 	ip->probing = true;
-	interp_flush_request(ip);
+	interp_queue_request(ip, buf, (size_t)n);
 }
 
 static void line_release(Interp *ip)
@@ -323,22 +318,29 @@ static void interp_on_line(Interp *ip, char *line)
 	ip->s->m->events->interp_replied(ip, line);
 }
 
-/* Hand every complete line to interp_on_line; false when that closed ip. */
+/* Hand every complete line to interp_on_line, then move what is left to the front once
+ * (a flood of short lines costs one move per read, not one per line); false when that
+ * closed ip. */
 static bool line_consume(Interp *ip)
 {
+	size_t off = 0;
 	char *nl;
 
-	while ((nl = memchr(ip->line, '\n', ip->line_len))) {
-		size_t used = (size_t)(nl - ip->line) + 1;
+	while ((nl = memchr(ip->line + off, '\n', ip->line_len - off))) {
+		size_t end = (size_t)(nl - ip->line) + 1;
 
 		*nl = '\0';
-		interp_on_line(ip, ip->line);
+		interp_on_line(ip, ip->line + off);
 		/* The run may have closed ip (it finished and respawned). */
 		if (!ip->line)
 			return false;
-		memmove(ip->line, ip->line + used, ip->line_len - used);
-		ip->line_len -= used;
+		off = end;
+		/* A reply came and went: what follows it belongs to no call. */
+		if (!ip->expect_id)
+			off = ip->line_len;
 	}
+	memmove(ip->line, ip->line + off, ip->line_len - off);
+	ip->line_len -= off;
 	return true;
 }
 
@@ -353,7 +355,9 @@ static void interp_read_ctl(Interp *ip)
 	size_t max = (size_t)ip->s->m->cfg->reply_max_bytes;
 	char buf[READ_CHUNK];
 
-	for (;;) {
+	/* Bounded like the pipes: a harness that floods its channel gets its share of a loop
+	 * turn, and everyone else's timers and sockets theirs. */
+	for (unsigned i = 0; i < READS_PER_EVENT; i++) {
 		ssize_t n = read(ip->ctl, buf, sizeof(buf));
 
 		if (n < 0 && errno == EINTR)
@@ -381,12 +385,39 @@ static void interp_read_ctl(Interp *ip)
 		ip->line_len += (size_t)n;
 		if (!line_consume(ip))
 			return;
-		/* A reply came and went: what follows it belongs to no call. */
-		if (!ip->expect_id)
-			ip->line_len = 0;
 		if (ip->line_len == 0 && ip->line_cap > LINE_KEEP_BYTES)
 			line_release(ip);
 	}
+}
+
+uint64_t interp_request_id(void)
+{
+	uint64_t id = 0;
+
+	/* Random, not counted: a session's code sees its own ids, and must learn nothing of
+	 * how busy the node is from them, nor guess the next. */
+	while (id == 0)
+		if (getrandom(&id, sizeof(id), 0) != sizeof(id))
+			id = (uint64_t)now_ms();
+	return id & ((UINT64_C(1) << 53) - 1);
+}
+
+/* Drop queued lines not yet begun (answers a harness did not read), keeping the rest of
+ * one being written, so that what follows starts on a line of its own. */
+static void interp_trim_queue(Interp *ip)
+{
+	char *nl;
+
+	if (!ip->wbuf)
+		return;
+	nl = ip->woff ? memchr(ip->wbuf + ip->woff - 1, '\n', ip->wlen - ip->woff + 1) : NULL;
+	ip->wlen = nl ? (size_t)(nl - ip->wbuf) + 1 : ip->woff;
+}
+
+void interp_queue_request(Interp *ip, const char *buf, size_t len)
+{
+	interp_trim_queue(ip);
+	interp_send_line(ip, buf, len);
 }
 
 void interp_send_line(Interp *ip, const char *line, size_t len)

@@ -266,8 +266,9 @@ static void run_interrupt(Run *run)
 		return;
 	}
 	run->phase = RUN_INTERRUPTED;
-	/* No answer may reach the interpreter after the interrupt: it would wait, unread. */
-	tool_call_drop(run);
+	/* A call in flight is answered now, before the interrupt: bash's paddock-tool would
+	 * wait on for it; nothing comes after. */
+	tool_call_interrupt(run);
 	kill(-ip->host_pid, SIGINT);
 	if (loop_add_timer(l, (uint64_t)run->s->m->cfg->interrupt_grace_ms, on_grace_expired, run,
 			   &run->timer) < 0)
@@ -369,25 +370,29 @@ void run_send(Run *run)
 {
 	Interp *ip = &run->s->interps[run->kind];
 	Loop *l = run->s->m->loop;
+	char *req = NULL;
+	size_t len = 0;
 
 	/* Output left from between runs is not this run's. */
 	outbuf_clear(&ip->out_buf);
 	outbuf_clear(&ip->err_buf);
-	ip->expect_id = ++run->s->m->request_seq;
-	if (encode_request(run, ip, &ip->wbuf, &ip->wlen) < 0) {
+	ip->expect_id = interp_request_id();
+	if (encode_request(run, ip, &req, &len) < 0) {
 		run_fail(run, "internal error: out of memory");
 		return;
 	}
-	ip->woff = 0;
 	ip->reap = false;
 	run->phase = RUN_RUNNING;
 	run->timer = loop_remove(l, run->timer);
 	run->deadline_ms = now_ms() + run->timeout_ms;
 	if (loop_add_timer(l, run->timeout_ms, on_deadline, run, &run->timer) < 0) {
+		free(req);
 		run_fail(run, "internal error: no timer");
 		return;
 	}
-	interp_flush_request(ip);
+	/* After any tool answer the harness left unread: it skips those. */
+	interp_queue_request(ip, req, len);
+	free(req);
 }
 
 int reply_return_code(Run *run, const char *line)

@@ -64,10 +64,16 @@ void outbuf_clear(OutBuf *b);
 /* A {"event": "tool_call", "name", "input"} line from ip: call its tool, answer on ip's
  * channel when it is done (or refuse at once). */
 void tool_call_start(Interp *ip, const char *line);
-/* The run ends, or is interrupted: its call in flight is dropped, never answered. */
+/* The run ends: its call in flight is dropped, never answered. */
 void tool_call_drop(Run *run);
+/* The run is interrupted: its call in flight is answered with an error, then dropped. */
+void tool_call_interrupt(Run *run);
 /* Write line (len bytes, ending in a newline) to ip's channel after what it has queued. */
 void interp_send_line(Interp *ip, const char *line, size_t len);
+/* Send a request (copied): queued answers the harness has not begun to read are dropped. */
+void interp_queue_request(Interp *ip, const char *buf, size_t len);
+/* An id for a request to an interpreter: random, non-zero, exact in a double. */
+uint64_t interp_request_id(void);
 
 /* hostinterp.c: interpreters that run outside the sandbox (the endpoint bridge) */
 bool interp_on_host(enum interp_kind kind);

@@ -18,6 +18,7 @@
 #include "httpc/httpc.h"
 #include "log.h"
 #include "run.h"
+#include "utf8.h"
 
 #define TOOL_NAME_MAX 64
 #define TOOL_DOC_MAX 8192
@@ -338,6 +339,10 @@ static void tool_answer_http(Interp *ip, ToolCall *tc, const HttpResult *r)
 		snprintf(msg, sizeof(msg), "the tool callback answered HTTP %ld", r->status);
 		goto error;
 	}
+	if (!utf8_valid(r->body, r->len)) {
+		snprintf(msg, sizeof(msg), "the tool callback's answer is not UTF-8");
+		goto error;
+	}
 	tok = json_tokener_new_ex(TOOL_JSON_DEPTH);
 	body = tok ? json_tokener_parse_ex(tok, r->body, (int)r->len) : NULL;
 	json_tokener_free(tok);
@@ -372,6 +377,15 @@ static void on_tool_done(void *data, const HttpResult *r)
 	run->tool_call = NULL;
 	tool_answer_http(&run->s->interps[run->kind], tc, r);
 	free(tc);
+}
+
+void tool_call_interrupt(Run *run)
+{
+	if (!run->tool_call)
+		return;
+	tool_answer(&run->s->interps[run->kind], true, NULL,
+		    run->cancelled ? "the call was cancelled" : "the call's time is up");
+	tool_call_drop(run);
 }
 
 void tool_call_drop(Run *run)
@@ -487,8 +501,10 @@ void tool_call_start(Interp *ip, const char *line)
 	char msg[256];
 	ToolCall *tc;
 
-	/* A call nobody waits for (between runs, or past the deadline) is not made. */
-	if (!run || run->kind != ip->kind || run->phase != RUN_RUNNING)
+	/* A call nobody waits for (between runs, or past the deadline) is not made, nor one
+	 * while an answer is still unread: the harness waits for one at a time, and a flood
+	 * of calls queues nothing. */
+	if (!run || run->kind != ip->kind || run->phase != RUN_RUNNING || ip->wbuf)
 		return;
 	tok = json_tokener_new_ex(TOOL_JSON_DEPTH);
 	ev = tok && len <= (size_t)ip->s->m->cfg->tool_call_max_bytes ?

@@ -20,17 +20,19 @@ class ToolError(Exception):
     """A tool reported an error, or the call could not be made."""
 
 
-_tools = []      # the registration: [{"name", "doc"}], as the harness last saw it
-_call = None     # the harness's channel: (name, input) -> (is_error, value)
+# The module's own names are dunders, which no tool may be named.
+__paddock_tools__ = []   # the registration: [{"name", "doc"}], as the harness last saw it
+__paddock_call__ = None  # the harness's channel: (name, input) -> (is_error, value)
 
 
-def _make(name, doc):
+def __paddock_make__(name, doc):
     def tool(*args, **kwargs):
         if args:
             raise TypeError(f"{name}() takes keyword arguments only")
-        if _call is None:
+        call = globals()["__paddock_call__"]
+        if call is None:
             raise ToolError("no tool channel in this process")
-        is_error, value = _call(name, kwargs)
+        is_error, value = call(name, kwargs)
         if is_error:
             raise ToolError(value)
         return value
@@ -39,18 +41,17 @@ def _make(name, doc):
     return tool
 
 
-def _set_tools(tools):
+def __paddock_set_tools__(tools):
     """Make the module's functions those of tools (called by the harness)."""
-    global _tools
-    if tools == _tools:
-        return
     names = globals()
-    for old in _tools:
+    if tools == names["__paddock_tools__"]:
+        return
+    for old in names["__paddock_tools__"]:
         names.pop(old["name"], None)
-    _tools = tools
+    names["__paddock_tools__"] = tools
     for t in tools:
-        names[t["name"]] = _make(t["name"], t.get("doc"))
+        names[t["name"]] = __paddock_make__(t["name"], t.get("doc"))
 
 
 def __dir__():
-    return sorted(["ToolError", *(t["name"] for t in _tools)])
+    return sorted(["ToolError", *(t["name"] for t in globals()["__paddock_tools__"])])

@@ -165,9 +165,9 @@ def apply_tools(channel, request):
             import _platform_tools
         finally:
             del sys.path[0]
-        _platform_tools._call = channel.call_tool
+        _platform_tools.__paddock_call__ = channel.call_tool
         _tools_module = _platform_tools
-    _tools_module._set_tools(tools)
+    _tools_module.__paddock_set_tools__(tools)
 
 
 def reap_children():

@@ -225,9 +225,8 @@ struct Manager {
 	uint64_t runs_by_outcome[5];	  /* ok, error, timeout, killed, cancelled */
 	uint64_t kills_by_reason[4];	  /* released, idle, lifetime, other */
 	uint64_t sessions_created;
-	uint64_t request_seq; /* ids of requests sent to interpreters */
-	char *db_path;	      /* the store's file, for the checkpoint process */
-	int ckpt_pidfd;	      /* the checkpoint process running, or -1 */
+	char *db_path;	/* the store's file, for the checkpoint process */
+	int ckpt_pidfd; /* the checkpoint process running, or -1 */
 	LoopSource *ckpt_src;
 	uint64_t ckpt_retry_ms; /* no new checkpoint process before then (monotonic ms) */
 	uint64_t checkpoints;	/* checkpoint processes that ran */

@@ -66,6 +66,8 @@ class Callback:
             return 500, {"detail": "boom"}
         if name == "garbage":
             return 200, b"not json at all"
+        if name == "latin1":
+            return 200, b'{"content": "caf\xe9"}'
         if name == "big":
             return 200, {"content": "x" * inp.get("n", 10)}
         if name == "slow":
@@ -107,7 +109,8 @@ def tsid(tc):
 
 
 TOOLS = [{"name": n, "doc": f"The {n} tool."}
-         for n in ("gmail_list_emails", "fail", "broken", "garbage", "big", "slow")]
+         for n in ("gmail_list_emails", "fail", "broken", "garbage", "big", "slow", "latin1",
+                   "_private")]
 
 
 def register(c, sid, token=None, tools=TOOLS, timeout=5, url=None, **extra):
@@ -158,7 +161,9 @@ def test_urls_outside_the_allow_list_are_refused(tc, tsid, cb):
     for url in (f"http://127.0.0.1:{p}/other", f"http://127.0.0.1:{p}/toolsx",
                 f"http://127.0.0.1:{p}/tools/../admin", f"http://127.0.0.1:{p}0/tools",
                 f"http://127.0.0.1:{p}@127.0.0.2:{p}/tools", f"https://127.0.0.1:{p}/tools",
-                f"http://localhost:{p}/tools", f"file:///etc/passwd", "gopher://x/tools"):
+                f"http://localhost:{p}/tools", f"file:///etc/passwd", "gopher://x/tools",
+                f"http://127.0.0.1:{p}/tools/%2e%2e/admin", f"http://127.0.0.1:{p}/tools/..%2Fadmin",
+                f"http://127.0.0.1:{p}/tools\\..\\admin"):
         r, _ = register(tc, tsid, url=url)
         assert r.status_code in (403, 422), (url, r.status_code, r.text)
     r, _ = register(tc, tsid, token="a\r\nX-Evil: 1")
@@ -394,3 +399,89 @@ def test_a_registration_outlives_a_daemon_restart(stacks, cb):
     assert "gmail_list_emails" in r.stdout, r
     assert cb.recorded()[before]["headers"]["Authorization"] == f"Bearer {token}"
     c.destroy(sid)
+
+
+def test_an_answer_that_is_not_utf8_is_a_tool_error(tc, tsid):
+    registered(tc, tsid)
+    r = tc.exec_ok(tsid, "code_execution", {"code": "from _platform_tools import latin1, ToolError\n"
+                                            "try:\n    latin1()\nexcept ToolError as e:\n"
+                                            "    print(e)"})
+    assert r.stdout == "the tool callback's answer is not UTF-8\n", r
+    r = tc.bash(tsid, "paddock-tool latin1; echo rc=$?")
+    assert r.stdout == "rc=1\n" and "not UTF-8" in r.stderr, r
+
+
+def test_a_name_with_an_underscore_is_a_tool_like_any_other(tc, tsid):
+    registered(tc, tsid)
+    r = tc.exec_ok(tsid, "code_execution", {"code": "from _platform_tools import _private\n"
+                                            "print(_private(a=1)['name'])\n"
+                                            "print(_private(a=2)['input'])"})
+    assert r.stdout == "_private\n{'a': 2}\n", r
+
+
+def sessiond_rss(stack):
+    with open(f"/proc/{stack.procs['paddock-sessiond'].pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) * 1024
+
+
+FLOOD = """
+import os, time
+line = b'{"event":"tool_call"}\\n' * 5000
+end = time.monotonic() + %d
+while time.monotonic() < end:
+    try:
+        os.write(63, line)
+    except BlockingIOError:
+        pass
+"""
+
+
+@pytest.mark.parametrize("registered_first", [False, True])
+def test_a_flood_of_calls_holds_neither_the_daemon_nor_the_deadline(tc, tsid, registered_first):
+    if registered_first:
+        registered(tc, tsid)
+    other = tc.new_session()
+    rss0 = sessiond_rss(tc.stack)
+    try:
+        result = {}
+        t = threading.Thread(target=lambda: result.update(r=tc.exec(
+            tsid, "code_execution", {"code": FLOOD % 20}, timeout_seconds=2)))
+        t0 = time.monotonic()
+        t.start()
+        time.sleep(0.5)
+        worst = 0.0
+        while t.is_alive() and time.monotonic() - t0 < 6:
+            s0 = time.monotonic()
+            assert tc.exec_ok(other, "code_execution", {"code": "print(1)"}).stdout == "1\n"
+            worst = max(worst, time.monotonic() - s0)
+        t.join(30)
+        assert not t.is_alive(), "the flood ran past its deadline"
+        res = ps.check_exec_body(result["r"].json(), "code_execution")
+        assert res.rc == 124, res
+        assert time.monotonic() - t0 < 10
+        assert worst < 1.0, f"another session waited {worst:.2f} s during the flood"
+        assert sessiond_rss(tc.stack) - rss0 < 64 << 20
+        # What the flood left unread does not swallow the next request.
+        assert tc.exec_ok(tsid, "code_execution", {"code": "print(2)"}).stdout == "2\n"
+    finally:
+        tc.destroy(other)
+
+
+def test_a_bash_deadline_during_a_call_keeps_the_shell(tc, tsid):
+    registered(tc, tsid, timeout=30)
+    assert tc.bash(tsid, "export Y=9").rc == 0
+    t0 = time.monotonic()
+    r = tc.exec(tsid, "bash_code_execution", {"command": "paddock-tool slow '{\"s\": 10}'"},
+                timeout_seconds=2)
+    res = ps.check_exec_body(r.json(), "bash_code_execution")
+    assert res.rc == 124 and "state was kept" in res.stderr, res
+    assert time.monotonic() - t0 < 3.5
+    assert tc.bash(tsid, "echo $Y").stdout == "9\n"
+
+
+def test_the_store_holding_tokens_is_root_s_alone(tc, tsid):
+    registered(tc, tsid)
+    db = os.path.join(tc.stack.state_dir, "paddock.db")
+    for f in (db, db + "-wal", db + "-shm"):
+        if os.path.exists(f):
+            assert os.stat(f).st_mode & 0o077 == 0, (f, oct(os.stat(f).st_mode))
