@@ -373,7 +373,9 @@ def test_a_deadline_during_a_call_interrupts_it_and_keeps_state(tc, tsid):
                 {"code": "from _platform_tools import slow\nslow(s=10)"}, timeout_seconds=2)
     res = ps.check_exec_body(r.json(), "code_execution")
     assert res.rc == 124 and "interrupted; state was kept" in res.stderr, res
-    assert "KeyboardInterrupt" in res.stderr, res
+    # The call is answered before the interrupt: the code sees whichever comes first.
+    assert ("KeyboardInterrupt" in res.stderr or
+            "ToolError: the call's time is up" in res.stderr), res
     # Nothing of the dropped call is left on the channel: the next calls are whole.
     assert tc.exec_ok(tsid, "code_execution", {"code": "print(kept)"}).stdout == "yes\n"
     assert json.loads(tc.exec_ok(tsid, "code_execution", {"code": CALL.replace(
