@@ -24,7 +24,8 @@
 #include "sandbox_layout.h"
 
 #define READ_CHUNK 65536
-#define READS_PER_EVENT 16 /* bound one stream's share of a loop iteration */
+#define READS_PER_EVENT 16    /* bound one stream's share of a loop iteration */
+#define CTL_READS_PER_EVENT 4 /* the same for the control socket, whose lines cost more */
 /* A reply buffer larger than this goes back to the allocator once it is consumed. */
 #define LINE_KEEP_BYTES (64u << 10)
 
@@ -355,9 +356,9 @@ static void interp_read_ctl(Interp *ip)
 	size_t max = (size_t)ip->s->m->cfg->reply_max_bytes;
 	char buf[READ_CHUNK];
 
-	/* Bounded like the pipes: a harness that floods its channel gets its share of a loop
-	 * turn, and everyone else's timers and sockets theirs. */
-	for (unsigned i = 0; i < READS_PER_EVENT; i++) {
+	/* Bounded: a harness that floods its channel gets a small share of a loop turn, and
+	 * everyone else's timers and sockets theirs. */
+	for (unsigned i = 0; i < CTL_READS_PER_EVENT; i++) {
 		ssize_t n = read(ip->ctl, buf, sizeof(buf));
 
 		if (n < 0 && errno == EINTR)

@@ -268,13 +268,18 @@ void op_tools_register(Manager *m, Conn *c, const Request *rq)
  * {"is_error", "content" | "error"}}; the bash command a status and one JSON value,
  * "0 <content>" or "1 <message as a JSON string>".
  */
-static void tool_answer(Interp *ip, bool is_error, json_object *content, const char *message)
+static void tool_answer(Interp *ip, bool is_error, json_object *content, const char *raw)
 {
+	/* A message may quote what the sandbox or the callback sent: valid UTF-8 only. */
+	_cleanup_free_ char *message = raw ? utf8_sanitize(raw, strlen(raw), NULL) : NULL;
 	json_object *o = NULL, *r;
 	const char *txt;
 	char *line = NULL;
 	size_t len;
 	int n;
+
+	if (is_error && !message)
+		return;
 
 	if (ip->kind == INTERP_BASH) {
 		r = is_error ? json_object_new_string(message) : json_object_get(content);
@@ -328,7 +333,7 @@ static void tool_answer_http(Interp *ip, ToolCall *tc, const HttpResult *r)
 	struct json_tokener *tok;
 	_cleanup_json_ json_object *body = NULL;
 	json_object *content = NULL, *flag;
-	char msg[256];
+	char msg[4096];
 
 	if (!r->ok) {
 		snprintf(msg, sizeof(msg), "the tool call failed: %s",
@@ -357,7 +362,8 @@ static void tool_answer_http(Interp *ip, ToolCall *tc, const HttpResult *r)
 				json_object_get_string(content) :
 				json_object_to_json_string_ext(content, JSON_C_TO_STRING_PLAIN);
 
-		snprintf(msg, sizeof(msg), "%s", txt ? txt : "the tool reported an error");
+		txt = txt ? txt : "the tool reported an error";
+		snprintf(msg, sizeof(msg), "%.*s", (int)utf8_prefix_len(txt, sizeof(msg) - 1), txt);
 		goto error;
 	}
 	tool_log(tc, "ok");

@@ -10,6 +10,7 @@ import json
 import os
 import re
 import secrets
+import statistics
 import subprocess
 import threading
 import time
@@ -438,35 +439,47 @@ while time.monotonic() < end:
 """
 
 
+def print_latency(c, sid):
+    t0 = time.monotonic()
+    assert c.exec_ok(sid, "code_execution", {"code": "print(1)"}).stdout == "1\n"
+    return time.monotonic() - t0
+
+
 @pytest.mark.parametrize("registered_first", [False, True])
 def test_a_flood_of_calls_holds_neither_the_daemon_nor_the_deadline(tc, tsid, registered_first):
+    """The flooding session takes its core; another answers as beside the other hostile
+    loads (test_limits_bystander.py: every call under 2 s, the median under 10x idle)."""
     if registered_first:
         registered(tc, tsid)
-    other = tc.new_session()
+    by_client = tc.clone()
+    other = by_client.new_session()
     rss0 = sessiond_rss(tc.stack)
     try:
+        for _ in range(3):
+            print_latency(by_client, other)
+        idle = statistics.median(print_latency(by_client, other) for _ in range(15))
         result = {}
-        t = threading.Thread(target=lambda: result.update(r=tc.exec(
+        t = threading.Thread(target=lambda: result.update(r=tc.clone().exec(
             tsid, "code_execution", {"code": FLOOD % 20}, timeout_seconds=2)))
         t0 = time.monotonic()
         t.start()
         time.sleep(0.5)
-        worst = 0.0
-        while t.is_alive() and time.monotonic() - t0 < 6:
-            s0 = time.monotonic()
-            assert tc.exec_ok(other, "code_execution", {"code": "print(1)"}).stdout == "1\n"
-            worst = max(worst, time.monotonic() - s0)
+        during = []
+        while (t.is_alive() and time.monotonic() - t0 < 6) or len(during) < 5:
+            during.append(print_latency(by_client, other))
         t.join(30)
         assert not t.is_alive(), "the flood ran past its deadline"
         res = ps.check_exec_body(result["r"].json(), "code_execution")
         assert res.rc == 124, res
         assert time.monotonic() - t0 < 10
-        assert worst < 1.0, f"another session waited {worst:.2f} s during the flood"
+        assert max(during) < 2.0, f"another session waited {max(during):.2f} s during the flood"
+        med = statistics.median(during)
+        assert med < 10 * idle, f"median {med * 1000:.1f} ms during the flood, {idle * 1000:.1f} idle"
         assert sessiond_rss(tc.stack) - rss0 < 64 << 20
         # What the flood left unread does not swallow the next request.
         assert tc.exec_ok(tsid, "code_execution", {"code": "print(2)"}).stdout == "2\n"
     finally:
-        tc.destroy(other)
+        by_client.destroy(other)
 
 
 def test_a_bash_deadline_during_a_call_keeps_the_shell(tc, tsid):
