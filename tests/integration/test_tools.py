@@ -475,7 +475,10 @@ def test_a_flood_of_calls_holds_neither_the_daemon_nor_the_deadline(tc, tsid, re
         assert max(during) < 2.0, f"another session waited {max(during):.2f} s during the flood"
         med = statistics.median(during)
         assert med < 10 * idle, f"median {med * 1000:.1f} ms during the flood, {idle * 1000:.1f} idle"
-        assert sessiond_rss(tc.stack) - rss0 < 64 << 20
+        # (ASan keeps freed memory in quarantine: there its RSS says nothing, LeakSanitizer
+        # does.)
+        if not ps.sanitized_build():
+            assert sessiond_rss(tc.stack) - rss0 < 64 << 20
         # What the flood left unread does not swallow the next request.
         assert tc.exec_ok(tsid, "code_execution", {"code": "print(2)"}).stdout == "2\n"
     finally:
