@@ -130,6 +130,8 @@ static const struct setting settings[] = {
 	Z("tool_reply_max_bytes", tool_reply_max_bytes, "4M", 1 * KiB, 16 * MiB),
 	I("tool_calls_per_run", tool_calls_per_run, "100", 1, 100000),
 	I("tool_calls_max_concurrent", tool_calls_max_concurrent, "32", 1, 10000),
+	S("mcp_allowed_origins", mcp_allowed_origins, ""),
+	Z("mcp_read_max_bytes", mcp_read_max_bytes, "4M", 1 * KiB, 64 * MiB),
 };
 
 static int apply(PaddockConfig *c, const struct setting *s, const char *value, char *err,

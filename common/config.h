@@ -129,6 +129,10 @@ typedef struct PaddockConfig {
 	int64_t tool_calls_per_run;   /* calls one exec may make */
 	int64_t tool_calls_max_concurrent; /* calls in flight on the node */
 
+	/* the MCP endpoint (docs/mcp.md) */
+	char *mcp_allowed_origins;  /* Origin values browsers may post from; "": none */
+	int64_t mcp_read_max_bytes; /* the largest file read_file returns */
+
 	/* runtime profiles: <runtimes_dir>/<name>.conf, in the order of their names; read by
 	 * runtimes_load() (common/runtimes.h), not by config_load(): only sessiond and
 	 * paddockctl need them */

@@ -18,11 +18,12 @@
 #include "code/code.h"
 #include "http/metrics.h"
 #include "log.h"
+#include "mcp/mcp.h"
 #include "otari/otari.h"
 
 /* The APIs served, tried in order. The code-interpreter plane joins here. */
 static const RouteTable *const apis[] = { &otari_routes, &otari_open_routes, &metrics_routes,
-					  &code_routes };
+					  &code_routes, &mcp_routes };
 /* What anyone may ask, before authentication: the health check. */
 static const RouteTable *const open_apis[] = { &otari_open_routes };
 

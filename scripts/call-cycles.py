@@ -35,7 +35,7 @@ ROOMS = [
     ("sessiond/sandbox/",),
     ("sessiond/init/",),  # paddock-init, a program of its own
     ("fcgi-app/",),  # main, server
-    ("fcgi-app/otari/", "fcgi-app/code/"),
+    ("fcgi-app/otari/", "fcgi-app/code/", "fcgi-app/mcp/"),
     ("fcgi-app/http/",),
     ("ctl/",),
     ("common/",),

@@ -68,3 +68,18 @@ if ! getent passwd paddock >/dev/null; then
 	useradd --system --gid paddock --no-create-home --home-dir /nonexistent \
 		--shell /usr/sbin/nologin paddock
 fi
+
+# The MCP test clients (the official SDK and the Inspector's CLI), from the npm registry at
+# the versions tests/mcp/package-lock.json pins. Debian's nodejs comes without npm; a
+# Node.js that bundles it already has it.
+if ! command -v npm >/dev/null; then
+	echo "deps.sh: installing npm"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends npm </dev/null
+fi
+mcp_dir="$(dirname "$0")/../tests/mcp"
+if ! cmp -s "$mcp_dir/package-lock.json" "$mcp_dir/node_modules/.paddock-lock"; then
+	echo "deps.sh: installing the MCP test clients (npm ci)"
+	# No install scripts: the clients run as they are unpacked.
+	(cd "$mcp_dir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+	cp "$mcp_dir/package-lock.json" "$mcp_dir/node_modules/.paddock-lock"
+fi

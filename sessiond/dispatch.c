@@ -26,6 +26,7 @@ static const struct Op {
 	{ "destroy", false, op_destroy },
 	{ "session_info", true, op_session_info },
 	{ "exec", true, op_exec },
+	{ "cancel", true, op_cancel },
 	{ "edit", true, op_edit },
 	{ "tools_register", true, op_tools_register },
 	{ "list", true, op_list },

@@ -31,12 +31,14 @@ static const char *reason(int status)
 	switch (status) {
 	case 200: return "OK";
 	case 201: return "Created";
+	case 202: return "Accepted";
 	case 204: return "No Content";
 	case 400: return "Bad Request";
 	case 401: return "Unauthorized";
 	case 403: return "Forbidden";
 	case 404: return "Not Found";
 	case 405: return "Method Not Allowed";
+	case 406: return "Not Acceptable";
 	case 409: return "Conflict";
 	case 411: return "Length Required";
 	case 413: return "Content Too Large";

@@ -5,6 +5,9 @@
 #include "cleanup.h"
 #include "run.h"
 
+/* A call's tag names it for cancel: the client's request id, rendered. */
+#define CALL_TAG_MAX 256
+
 /* The interpreter a tool names; false for a tool sessiond does not know. */
 static bool tool_kind(const char *tool, enum interp_kind *kind)
 {
@@ -46,6 +49,9 @@ static json_object *exec_request(const Manager *m, const Session *s, json_object
 	er->cwd = req_string(req, "cwd");
 	er->cell = mode && strcmp(mode, "cell") == 0;
 	er->stream = req_bool(req, "stream");
+	er->tag = req_string(req, "call_tag");
+	if (er->tag && strlen(er->tag) > CALL_TAG_MAX)
+		return reply_error("invalid", "call_tag is longer than %d bytes", CALL_TAG_MAX);
 	/* A kernel-tier session serves Python through the IPython harness, an endpoint one
 	 * through the bridge to the operator's Jupyter Server. */
 	if (er->kind == INTERP_PYTHON && s->endpoint)
@@ -66,4 +72,19 @@ void op_exec(Manager *m, Conn *c, const Request *rq)
 		conn_reply(c, e, NULL, 0);
 	else
 		run_start(rq->s, c, &er);
+}
+
+void op_cancel(Manager *m, Conn *c, const Request *rq)
+{
+	const char *tag = req_string(rq->body, "call_tag");
+	Run *run = rq->s->run;
+	bool found = tag && run && run->tag && strcmp(run->tag, tag) == 0;
+	json_object *o = reply_ok();
+
+	(void)m;
+	/* A call that is already over, or another the session runs since, is left alone. */
+	if (found)
+		run_cancel(run, "its client cancelled it");
+	json_set(o, "cancelled", json_object_new_boolean(found));
+	conn_reply(c, o, NULL, 0);
 }

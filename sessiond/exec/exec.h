@@ -15,6 +15,9 @@
 
 /* exec.c: {"op": "exec", "tool", "code", "timeout_ms", "mode", "cwd"} on session s */
 void op_exec(Manager *m, Conn *c, const Request *rq);
+/* {"op": "cancel", "call_tag"} on session s: its run in flight, if it has that tag, is
+ * interrupted as at its deadline; {"cancelled": bool}. */
+void op_cancel(Manager *m, Conn *c, const Request *rq);
 
 /* tools.c: {"op": "tools_register", "callback_url", "token", "tools", "timeout_seconds"} */
 void op_tools_register(Manager *m, Conn *c, const Request *rq);

@@ -28,6 +28,7 @@ static void run_free(Run *run)
 	json_object_put(run->reply);
 	free(run->code);
 	free(run->cwd);
+	free(run->tag);
 	free(run->note);
 	free(run);
 }
@@ -151,6 +152,7 @@ static json_object *exec_reply(Run *run, json_object *usage, bool note_in_stderr
 		 json_object_new_int64((int64_t)(now_ms() - run->start_ms)));
 	json_set(o, "timed_out", json_object_new_boolean(run->timed_out));
 	json_set(o, "state_lost", json_object_new_boolean(run->lost_state));
+	json_set(o, "cancelled", json_object_new_boolean(run->cancelled));
 	json_set(o, "usage", usage);
 	json_set(o, "execution_count", json_object_new_int64((int64_t)s->execution_count));
 	if (run->cell && run->reply) {
@@ -239,8 +241,10 @@ static void on_grace_expired(Loop *l, void *data)
 	run->phase = RUN_KILLING;
 	run->lost_state = true;
 	if (run->cancelled)
-		run_note(run, "the call was cancelled (its client went away) and did not stop; "
-			      "interpreter restarted, state was lost");
+		run_note(run,
+			 "the call was cancelled (%s) and did not stop; interpreter restarted, "
+			 "state was lost",
+			 run->cancel_why);
 	else
 		run_note(run, "execution timed out after %s; interpreter restarted, state was lost",
 			 timeout_text(run, t, sizeof(t)));
@@ -297,7 +301,11 @@ static void on_cancel(Loop *l, void *data)
 		/* None of its code ran: it ends here; the interpreter goes on starting. */
 		run->cancelled = true;
 		run->timer = loop_remove(l, run->timer);
-		run_fail(run, "the call was cancelled before it started: its client went away");
+		char why[128];
+
+		snprintf(why, sizeof(why), "the call was cancelled before it started: %s",
+			 run->cancel_why);
+		run_fail(run, why);
 		return;
 	}
 	/* Past its deadline, or over: it ends on its own. */
@@ -305,13 +313,15 @@ static void on_cancel(Loop *l, void *data)
 		return;
 	run->cancelled = true;
 	run->timer = loop_remove(l, run->timer);
-	run_note(run, "the call was cancelled (its client went away) and was interrupted; "
-		      "state was kept");
+	run_note(run, "the call was cancelled (%s) and was interrupted; state was kept",
+		 run->cancel_why);
 	run_interrupt(run);
 }
 
-void run_cancel(Run *run)
+void run_cancel(Run *run, const char *why)
 {
+	if (!run->cancel_why)
+		run->cancel_why = why;
 	/* On the next turn of the loop: this is called from wherever the connection closed. */
 	if (!run->cancel && !run->cancelled)
 		loop_add_timer(run->s->m->loop, 0, on_cancel, run, &run->cancel);
@@ -487,9 +497,12 @@ void run_start(Session *s, Conn *c, const ExecRequest *er)
 	uint64_t timeout_ms = er->timeout_ms;
 	Interp *ip = &s->interps[kind];
 
-	if (!run || !(run->code = strdup(er->code)) || (er->cwd && !(run->cwd = strdup(er->cwd)))) {
-		if (run)
+	if (!run || !(run->code = strdup(er->code)) || (er->cwd && !(run->cwd = strdup(er->cwd))) ||
+	    (er->tag && !(run->tag = strdup(er->tag)))) {
+		if (run) {
 			free(run->code);
+			free(run->cwd);
+		}
 		free(run);
 		conn_reply(c, reply_error("internal", "out of memory"), NULL, 0);
 		return;
@@ -589,6 +602,6 @@ void run_conn_closed(Manager *m, Conn *c)
 			s->run->conn = NULL;
 			/* A streamed call belongs to its stream: its client has gone. */
 			if (s->run->stream)
-				run_cancel(s->run);
+				run_cancel(s->run, "its client went away");
 		}
 }

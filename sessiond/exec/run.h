@@ -26,13 +26,15 @@ struct Run {
 	Conn *conn; /* NULL once the worker went away */
 	enum interp_kind kind;
 	enum run_phase phase;
-	char *code;		    /* what to run */
-	char *cwd;		    /* cell mode: where the interpreter starts, or NULL */
-	bool cell;		    /* notebook mode: result and error objects (code plane) */
-	bool stream;		    /* the worker takes the output as it comes (PROTO_DATA) */
-	bool cancelled;		    /* a streamed call whose worker went away: interrupted */
-	LoopSource *cancel;	    /* that interruption, due on the next loop turn */
-	size_t streamed_events;	    /* bytes of rich outputs streamed, up to reply_max_bytes */
+	char *code;		/* what to run */
+	char *cwd;		/* cell mode: where the interpreter starts, or NULL */
+	bool cell;		/* notebook mode: result and error objects (code plane) */
+	bool stream;		/* the worker takes the output as it comes (PROTO_DATA) */
+	char *tag;		/* the caller's name for the call (cancel finds it by), or NULL */
+	bool cancelled;		/* cancelled (its worker went away, or asked): interrupted */
+	const char *cancel_why; /* who cancelled it, for the note: "its client went away" */
+	LoopSource *cancel;	/* that interruption, due on the next loop turn */
+	size_t streamed_events; /* bytes of rich outputs streamed, up to reply_max_bytes */
 	struct ToolCall *tool_call; /* the programmatic tool call in flight, or NULL */
 	unsigned tool_calls;	    /* calls made so far, up to tool_calls_per_run */
 	uint64_t deadline_ms;	    /* monotonic: when the code's time is up (once sent) */
@@ -114,6 +116,7 @@ typedef struct ExecRequest {
 	const char *cwd; /* cell mode: where the interpreter starts, or NULL */
 	bool cell;	 /* the code plane's notebook mode */
 	bool stream;	 /* output is sent as it comes, ahead of the reply */
+	const char *tag; /* the caller's name for the call, for cancel; NULL: none */
 	uint64_t timeout_ms;
 } ExecRequest;
 
@@ -139,7 +142,9 @@ bool run_clear_leftovers(Run *run);
 bool start_oom_killed(Run *run, int status);
 
 /* The worker of a streamed run went away: interrupt it as its deadline would, now. */
-void run_cancel(Run *run);
+/* Interrupt the run on the next loop turn, as at its deadline; why names who cancelled it
+ * (static). */
+void run_cancel(Run *run, const char *why);
 /* The run's interpreter could not start (why: a sentence): the call fails saying so. */
 void run_start_failed(Run *run, const char *why);
 /* Start the run's interpreter again (after a re-adoption without it). */
