@@ -159,7 +159,9 @@ const scenarios = {
     out.aSleeper = await call(a.client, "bash_code_execution", { command: "(sleep 300 &) ; echo started" });
     out.bVar = await call(b.client, "code_execution", { code: "print('secret' in globals())" });
     out.bRead = await call(b.client, "read_file", { path: "a-secret.txt" });
-    out.bFind = await call(b.client, "bash_code_execution", { command: "ls -a /workspace; ps -eo args | grep -c 'sleep 300' || true" });
+    const find = "ls -a /workspace; ps -eo args | grep -c '[s]leep 300' || true";
+    out.aFind = await call(a.client, "bash_code_execution", { command: find });
+    out.bFind = await call(b.client, "bash_code_execution", { command: find });
     out.bList = await call(b.client, "list_files", {});
     await a.transport.terminateSession();
     await b.transport.terminateSession();
