@@ -2,8 +2,8 @@
 /*
  * The /mcp endpoint of MCP's Streamable HTTP transport: the checks every message passes
  * (Origin, media types, the protocol revision, the session), then each message by kind:
- * initialize makes a session, ping and the tools methods are answered, notifications and the client's
- * responses are accepted, DELETE ends the session.
+ * initialize makes a session, ping and the tools methods are answered, notifications and
+ * the client's responses are accepted, DELETE ends the session.
  */
 #include "mcp.h"
 
