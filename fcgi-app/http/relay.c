@@ -93,6 +93,8 @@ int sessiond_call_relayed(SessiondClient *c, json_object *req, OutputRelay *r, S
 	};
 	int ret;
 
+	/* The caller clears *rep whatever happens: it must hold nothing before the call. */
+	*rep = (SessiondReply){ .fd = -1 };
 	if (json_set(req, "stream", json_object_new_boolean(1)) < 0)
 		return -ENOMEM;
 	ret = sessiond_call_streamed(c, req, &st, rep);

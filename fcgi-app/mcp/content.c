@@ -45,7 +45,8 @@ static json_object *tool_vtext(bool is_error, const char *fmt, va_list ap)
 	char msg[1024];
 
 	vsnprintf(msg, sizeof(msg), fmt, ap);
-	json_append(content, mcp_text(msg, strlen(msg)));
+	/* A long path may be cut inside a character: the text ends before it. */
+	json_append(content, mcp_text(msg, utf8_whole_prefix(msg, strlen(msg))));
 	return mcp_tool_result(content, is_error);
 }
 
@@ -267,10 +268,17 @@ static const struct {
 	{ "bad_request", "the arguments are not valid" },
 	{ "forbidden", "the path is outside the workspace" },
 	{ "too_large", "the content is larger than the configured limit" },
+	{ "exists", "something is in the way at that path" },
 };
 
 json_object *mcp_sd_refusal(const SessiondReply *rep)
 {
+	/* A missing file or directory is the model's to fix; a missing session is not. */
+	if (rep && !rep->ok && rep->kind && strcmp(rep->kind, "not_found") == 0 &&
+	    !mcp_session_gone(rep))
+		return mcp_tool_error("%s", rep->detail && *rep->detail ?
+						    rep->detail :
+						    "no such file or directory");
 	for (size_t i = 0; rep && !rep->ok && rep->kind && i < ARRAY_SIZE(refusals); i++)
 		if (strcmp(rep->kind, refusals[i].kind) == 0)
 			return mcp_tool_error("%s", rep->detail && *rep->detail ?

@@ -24,7 +24,8 @@ static const Route routes[] = {
 
 const RouteTable mcp_routes = { "mcp", routes, ARRAY_SIZE(routes) };
 
-const char *const mcp_versions[] = { "2025-11-25", "2025-06-18", NULL };
+/* The protocol revisions served, newest first. */
+static const char *const mcp_versions[] = { "2025-11-25", "2025-06-18", NULL };
 
 static bool version_served(const char *v)
 {
@@ -155,6 +156,16 @@ static bool session_alive(McpCall *c)
 
 /* ---- methods ---- */
 
+/* Destroy the call's session; whatever the daemon says, nothing is answered. */
+static void end_session(McpCall *c)
+{
+	_cleanup_json_ json_object *req = mcp_sd_request(c, "destroy");
+	SessiondReply rep;
+
+	if (req && sessiond_call(&c->rq->w->sd, req, SESSIOND_RETRY_ANY, &rep) == 0)
+		sessiond_reply_clear(&rep);
+}
+
 static json_object *initialize_result(const char *version)
 {
 	json_object *o = json_object_new_object(), *caps = json_object_new_object();
@@ -208,15 +219,27 @@ static void initialize(McpCall *c, json_object *params)
 	}
 	if (json_in_string(rep.obj, "session_id", &sid, NULL) <= 0 ||
 	    !route_id_valid(sid, strlen(sid))) {
+		log_err("sessiond create reply without a session id REQUEST_ID=%s",
+			c->rq->http.request_id);
 		sessiond_reply_clear(&rep);
 		mcp_http_error(c->rq, 500, c->id, RPC_INTERNAL_ERROR, NULL,
 			       "the session daemon gave no session id");
 		return;
 	}
-	snprintf(header, sizeof(header), "Mcp-Session-Id: %s\r\n", sid);
-	log_info("MCP session started SESSION_ID=%s REQUEST_ID=%s", sid, c->rq->http.request_id);
+	snprintf(c->session_id_buf, sizeof(c->session_id_buf), "%s", sid);
+	c->session_id = c->session_id_buf;
 	sessiond_reply_clear(&rep);
 	result = initialize_result(version_served(asked) ? asked : mcp_versions[0]);
+	if (json_incomplete(result)) {
+		/* A session nobody will know of is released now, not at its idle end. */
+		json_object_put(result);
+		end_session(c);
+		mcp_http_error(c->rq, 500, c->id, RPC_INTERNAL_ERROR, NULL, "out of memory");
+		return;
+	}
+	snprintf(header, sizeof(header), "Mcp-Session-Id: %s\r\n", c->session_id);
+	log_info("MCP session started SESSION_ID=%s REQUEST_ID=%s", c->session_id,
+		 c->rq->http.request_id);
 	mcp_answer(c, rpc_result(c->id, result), header);
 }
 
@@ -258,7 +281,8 @@ static void serve_notification(ReqCtx *rq, const RpcMessage *m)
 
 		if (m->params)
 			json_object_object_get_ex(m->params, "requestId", &request_id);
-		mcp_cancel(rq, c.session_id, request_id);
+		if (mcp_cancel(&c, request_id) < 0)
+			return;
 	} else if (!session_alive(&c)) {
 		return;
 	}
@@ -338,7 +362,8 @@ void mcp_delete(ReqCtx *rq)
 	bool existed = false;
 	int r;
 
-	if (!check_origin(rq) || !(c.session_id = take_session(rq, NULL)))
+	if (!check_origin(rq) || !check_version_header(rq, NULL) ||
+	    !(c.session_id = take_session(rq, NULL)))
 		return;
 	req = mcp_sd_request(&c, "destroy");
 	if (!req) {

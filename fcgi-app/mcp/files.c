@@ -48,10 +48,7 @@ static int sd_call(McpCall *c, json_object *req, enum sessiond_retry retry, Sess
 	*result = NULL;
 	if (r == 0 && rep->ok)
 		return 0;
-	if (r == 0 && strcmp(rep->kind, "not_found") == 0 && !mcp_session_gone(rep))
-		*result = mcp_tool_error("%s", rep->detail && *rep->detail ? rep->detail :
-									     "no such file");
-	else if (r == 0)
+	if (r == 0)
 		*result = mcp_sd_refusal(rep);
 	if (!*result)
 		mcp_sd_fail(c, r, r < 0 ? NULL : rep);
@@ -61,13 +58,12 @@ static int sd_call(McpCall *c, json_object *req, enum sessiond_retry retry, Sess
 
 json_object *mcp_list_files(McpCall *c, json_object *args)
 {
-	_cleanup_json_ json_object *req = NULL;
-	json_object *result, *files, *listing;
-	const char *path;
+	_cleanup_json_ json_object *req = NULL, *listing = NULL;
+	json_object *result, *files, *content;
+	const char *path, *text;
 	SessiondReply rep;
 	bool truncated = false;
 	size_t len;
-	const char *text;
 
 	result = take_path(args, false, ".", &path);
 	if (result)
@@ -77,22 +73,19 @@ json_object *mcp_list_files(McpCall *c, json_object *args)
 		return mcp_tool_error("out of memory");
 	if (sd_call(c, req, SESSIOND_RETRY_ANY, &rep, &result) < 0)
 		return result;
+	/* The listing as the Otari route answers it, as text the model reads. */
 	json_in_bool(rep.obj, "truncated", &truncated);
 	listing = json_object_new_object();
 	if (json_object_object_get_ex(rep.obj, "files", &files))
 		json_set(listing, "files", json_object_get(files));
 	json_set(listing, "truncated", json_object_new_boolean(truncated));
 	sessiond_reply_clear(&rep);
-	text = json_render(listing, &len);
-	result = text ? mcp_tool_result(json_object_new_array(), false) : NULL;
-	if (result) {
-		json_object *content;
-
-		json_object_object_get_ex(result, "content", &content);
-		json_append(content, mcp_text(text, len));
-	}
-	json_object_put(listing);
-	return result ? result : mcp_tool_error("out of memory");
+	text = json_incomplete(listing) ? NULL : json_render(listing, &len);
+	if (!text)
+		return mcp_tool_error("out of memory");
+	content = json_object_new_array();
+	json_append(content, mcp_text(text, len));
+	return mcp_tool_result(content, false);
 }
 
 /* Read all size bytes of fd (from its start). */
@@ -124,6 +117,32 @@ static bool is_image_type(const char *mime)
 	return false;
 }
 
+/* file:///workspace/<path>, each byte of the path outside RFC 3986's unreserved set and
+ * "/" percent-encoded. Owned; NULL when out of memory. */
+static char *file_uri(const char *api_path)
+{
+	static const char prefix[] = "file://" SANDBOX_WORKSPACE "/";
+	size_t n = strlen(api_path), o = sizeof(prefix) - 1;
+	char *uri = malloc(o + 3 * n + 1);
+
+	if (!uri)
+		return NULL;
+	memcpy(uri, prefix, o);
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)api_path[i];
+
+		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		    (ch >= '0' && ch <= '9') || (ch && strchr("-._~/", ch))) {
+			uri[o++] = (char)ch;
+		} else {
+			snprintf(uri + o, 4, "%%%02X", ch);
+			o += 3;
+		}
+	}
+	uri[o] = '\0';
+	return uri;
+}
+
 /* The file's bytes as content: an image, UTF-8 text, or an embedded blob. */
 static json_object *file_content(const char *api_path, const char *mime, const char *buf,
 				 size_t size)
@@ -136,8 +155,8 @@ static json_object *file_content(const char *api_path, const char *mime, const c
 		return mcp_tool_result(content, false);
 	}
 	b64 = malloc(base64_encoded_len(size) + 1);
-	if (!b64 || asprintf(&uri, "file://" SANDBOX_WORKSPACE "/%s", api_path) < 0) {
-		uri = NULL;
+	uri = file_uri(api_path);
+	if (!b64 || !uri) {
 		json_object_put(content);
 		return NULL;
 	}
@@ -180,9 +199,10 @@ json_object *mcp_read_file(McpCall *c, json_object *args)
 		sessiond_reply_clear(&rep);
 		return mcp_tool_error("the file could not be opened");
 	}
-	if (S_ISDIR(st.st_mode)) {
+	if (!S_ISREG(st.st_mode)) {
 		sessiond_reply_clear(&rep);
-		return mcp_tool_error("%s is a directory: list it with list_files", path);
+		return mcp_tool_error("%s is not a regular file%s", path,
+				      S_ISDIR(st.st_mode) ? ": list it with list_files" : "");
 	}
 	if (st.st_size > max) {
 		sessiond_reply_clear(&rep);
@@ -248,54 +268,27 @@ static void put_abort(McpCall *c)
 		sessiond_reply_clear(&rep);
 }
 
-json_object *mcp_write_file(McpCall *c, json_object *args)
+/* Commit the upload the connection holds to path: the result, or NULL after answering a
+ * server failure. */
+static json_object *put_commit(McpCall *c, const char *path, size_t len)
 {
-	const PaddockConfig *cfg = c->rq->app->cfg;
-	_cleanup_json_ json_object *req = NULL, *commit = NULL;
-	_cleanup_free_ char *data = NULL;
-	_cleanup_close_ int fd = -1;
-	const char *path, *written = NULL;
+	_cleanup_json_ json_object *req = mcp_sd_request(c, "put_commit");
+	const char *written = NULL;
 	json_object *result;
 	SessiondReply rep;
-	size_t len = 0;
 	int64_t size = 0;
 	int r;
 
-	result = take_path(args, true, NULL, &path);
-	if (!result)
-		result = take_content(args, &data, &len);
-	if (result)
-		return result;
-	if ((int64_t)len > cfg->put_max_bytes)
-		return mcp_tool_error("the file is larger than the %" PRId64 "-byte limit",
-				      cfg->put_max_bytes);
-	req = mcp_sd_request(c, "put");
-	if (!req)
-		return mcp_tool_error("out of memory");
-	if (sd_call(c, req, SESSIOND_RETRY_ON_SEND, &rep, &result) < 0)
-		return result;
-	fd = TAKE_FD(rep.fd);
-	sessiond_reply_clear(&rep);
-	r = fd < 0 ? -EBADF : io_write_all(fd, data, len);
-	fd = safe_close(fd);
-	if (r < 0) {
-		put_abort(c);
-		if (r == -ENOSPC || r == -EDQUOT || r == -EFBIG)
-			return mcp_tool_error("the session workspace is full");
-		log_err("write_file failed: %s REQUEST_ID=%s", strerror(-r),
-			c->rq->http.request_id);
-		return mcp_tool_error("the file could not be written: %s", strerror(-r));
-	}
-	commit = mcp_sd_request(c, "put_commit");
-	if (json_set(commit, "path", json_object_new_string(path)) < 0 ||
-	    json_set(commit, "size", json_object_new_int64((int64_t)len)) < 0) {
+	if (json_set(req, "path", json_object_new_string(path)) < 0 ||
+	    json_set(req, "size", json_object_new_int64((int64_t)len)) < 0) {
 		put_abort(c);
 		return mcp_tool_error("out of memory");
 	}
-	r = sessiond_call(&c->rq->w->sd, commit, SESSIOND_RETRY_NEVER, &rep);
+	r = sessiond_call(&c->rq->w->sd, req, SESSIOND_RETRY_NEVER, &rep);
 	if (r < 0 || !rep.ok) {
 		if (r == 0)
 			put_abort(c);
+		/* A path whose directory is a file, or outside: the model's to fix. */
 		result = r == 0 ? mcp_sd_refusal(&rep) : NULL;
 		if (!result)
 			mcp_sd_fail(c, r, r < 0 ? NULL : &rep);
@@ -308,4 +301,57 @@ json_object *mcp_write_file(McpCall *c, json_object *args)
 			       written ? written : path);
 	sessiond_reply_clear(&rep);
 	return result;
+}
+
+/* Write len bytes of data into a new unnamed file of the session's workspace, which the
+ * connection then holds: 0, or -1 with *result set (NULL: a server failure, answered). */
+static int put_upload(McpCall *c, const char *data, size_t len, json_object **result)
+{
+	_cleanup_json_ json_object *req = mcp_sd_request(c, "put");
+	_cleanup_close_ int fd = -1;
+	SessiondReply rep;
+	int r;
+
+	*result = NULL;
+	if (!req) {
+		*result = mcp_tool_error("out of memory");
+		return -1;
+	}
+	if (sd_call(c, req, SESSIOND_RETRY_ON_SEND, &rep, result) < 0)
+		return -1;
+	fd = TAKE_FD(rep.fd);
+	sessiond_reply_clear(&rep);
+	r = fd < 0 ? -EBADF : io_write_all(fd, data, len);
+	if (r == 0)
+		return 0;
+	put_abort(c);
+	if (r == -ENOSPC || r == -EDQUOT || r == -EFBIG) {
+		*result = mcp_tool_error("the session workspace is full");
+	} else {
+		log_err("write_file failed: %s REQUEST_ID=%s", strerror(-r),
+			c->rq->http.request_id);
+		*result = mcp_tool_error("the file could not be written: %s", strerror(-r));
+	}
+	return -1;
+}
+
+json_object *mcp_write_file(McpCall *c, json_object *args)
+{
+	const PaddockConfig *cfg = c->rq->app->cfg;
+	_cleanup_free_ char *data = NULL;
+	json_object *result;
+	const char *path;
+	size_t len = 0;
+
+	result = take_path(args, true, NULL, &path);
+	if (!result)
+		result = take_content(args, &data, &len);
+	if (result)
+		return result;
+	if ((int64_t)len > cfg->put_max_bytes)
+		return mcp_tool_error("the file is larger than the %" PRId64 "-byte limit",
+				      cfg->put_max_bytes);
+	if (put_upload(c, data, len, &result) < 0)
+		return result;
+	return put_commit(c, path, len);
 }

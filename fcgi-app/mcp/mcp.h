@@ -23,16 +23,14 @@ void mcp_delete(ReqCtx *rq);
 
 /* ---- within the room ---- */
 
-/* The protocol revisions served, newest first (endpoint.c). */
-extern const char *const mcp_versions[];
-
 /* One JSON-RPC request being served. */
 typedef struct McpCall {
 	ReqCtx *rq;
-	json_object *id;	     /* the request's id (borrowed from the message) */
-	const char *session_id;	     /* the Mcp-Session-Id: the paddock session */
-	json_object *progress_token; /* params._meta.progressToken (borrowed), or NULL */
-	bool sse_ok;		     /* the client takes an event stream as the answer */
+	json_object *id;		       /* the request's id (borrowed from the message) */
+	const char *session_id;		       /* the Mcp-Session-Id: the paddock session */
+	char session_id_buf[ROUTE_ID_MAX + 1]; /* a session made by this request (initialize) */
+	json_object *progress_token;	       /* params._meta.progressToken (borrowed), or NULL */
+	bool sse_ok;			       /* the client takes an event stream as the answer */
 } McpCall;
 
 /* JSON-RPC error codes: the specification's, and paddock's own in the server range. */
@@ -52,9 +50,11 @@ enum {
 json_object *mcp_tools_list(void);
 /* Serve tools/call with params; answers the client itself. */
 void mcp_tools_call(McpCall *c, json_object *params);
-/* notifications/cancelled: interrupt the call with that request id in the session, if it
- * still runs. */
-void mcp_cancel(ReqCtx *rq, const char *session_id, json_object *request_id);
+/* The longest rendered request id a call is named by for cancel (sessiond's bound). */
+#define MCP_CALL_TAG_MAX 256
+/* notifications/cancelled: interrupt the call with that request id in the call's session,
+ * if it still runs. 0, or -1 after answering a failure (the session has ended). */
+int mcp_cancel(McpCall *c, json_object *request_id);
 
 /* ---- file tools (files.c) ---- */
 
@@ -77,8 +77,9 @@ json_object *mcp_text(const char *text, size_t len);
 json_object *mcp_image(const char *base64, const char *mime);
 /* The result of an exec or edit reply from sessiond: output, rich outputs, the error. */
 json_object *mcp_exec_result(json_object *rep);
-/* A refusal the model can act on (busy, invalid arguments, a path outside the workspace,
- * too large) as a failing result; NULL for the others, which are the server's failures. */
+/* A refusal the model can act on (busy, invalid arguments, a path outside the workspace or
+ * missing in it, something in the way, too large) as a failing result; NULL for the others
+ * (the session has ended, the server failed). */
 json_object *mcp_sd_refusal(const SessiondReply *rep);
 
 /* ---- JSON-RPC over HTTP (rpc.c) ---- */

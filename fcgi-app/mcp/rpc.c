@@ -13,11 +13,24 @@
 #include "json.h"
 #include "log.h"
 
+/* Integers every JSON peer reads exactly (I-JSON): larger ones are saturated by the
+ * parser, and two such ids would name one call. */
+#define ID_INT_MAX ((int64_t)1 << 53)
+
 /* An id is a string or an integer; MCP forbids null, and a fraction names nothing. */
 static bool id_valid(json_object *id)
 {
-	return id && (json_object_is_type(id, json_type_string) ||
-		      json_object_is_type(id, json_type_int));
+	int64_t v;
+
+	if (!id)
+		return false;
+	if (json_object_is_type(id, json_type_string))
+		return true;
+	if (!json_object_is_type(id, json_type_int))
+		return false;
+	errno = 0;
+	v = json_object_get_int64(id);
+	return errno == 0 && v > -ID_INT_MAX && v < ID_INT_MAX;
 }
 
 void rpc_classify(json_object *msg, RpcMessage *m)
@@ -125,8 +138,13 @@ json_object *rpc_error(json_object *id, int code, json_object *data, const char 
 /* Send a rendered response: once a stream has begun it is the stream's last message. */
 static void send_response(HttpReq *h, int status, json_object *response, const char *extra)
 {
+	static const char oom[] = "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32603,"
+				  "\"message\":\"out of memory\"}}";
+
 	if (json_incomplete(response)) {
-		if (!h->status)
+		if (h->sse)
+			sse_event(h, "message", oom, sizeof(oom) - 1);
+		else if (!h->status)
 			http_error(h, 500, NULL, "out of memory");
 		return;
 	}
@@ -182,20 +200,35 @@ static json_object *retry_data(int64_t seconds)
 	return d;
 }
 
+/*
+ * Answer a failure with a JSON-RPC error. A request gets its response (HTTP 200); a
+ * notification, a client's response or a DELETE has no response to carry one, so the HTTP
+ * status says it (with the error, without an id, as the body).
+ */
+static void answer_failure(McpCall *c, int status, int code, json_object *data, const char *header,
+			   const char *msg)
+{
+	if (c->id)
+		mcp_answer(c, rpc_error(c->id, code, data, "%s", msg), header);
+	else {
+		json_object_put(data);
+		mcp_http_error(c->rq, status, NULL, code, header, "%s", msg);
+	}
+}
+
 void mcp_sd_fail(McpCall *c, int r, const SessiondReply *rep)
 {
 	ReqCtx *rq = c->rq;
 	int64_t retry = rq->app->cfg->retry_after_seconds;
-	char header[64];
+	char header[64], msg[512];
 
 	if (r < 0 || !rep) {
 		log_warn("sessiond call failed: %s REQUEST_ID=%s", strerror(-r),
 			 rq->http.request_id);
-		mcp_answer(c,
-			   rpc_error(c->id, RPC_UNAVAILABLE, retry_data(retry),
-				     "the session daemon is unavailable; retry in %" PRId64 " s",
-				     retry),
-			   NULL);
+		snprintf(header, sizeof(header), "Retry-After: %" PRId64 "\r\n", retry);
+		snprintf(msg, sizeof(msg),
+			 "the session daemon is unavailable; retry in %" PRId64 " s", retry);
+		answer_failure(c, 503, RPC_UNAVAILABLE, retry_data(retry), header, msg);
 		return;
 	}
 	if (rep->kind && strcmp(rep->kind, "not_found") == 0) {
@@ -212,20 +245,17 @@ void mcp_sd_fail(McpCall *c, int r, const SessiondReply *rep)
 		if (rep->retry_after > 0)
 			retry = rep->retry_after;
 		snprintf(header, sizeof(header), "Retry-After: %" PRId64 "\r\n", retry);
-		mcp_answer(c,
-			   rpc_error(c->id, capacity ? RPC_NO_CAPACITY : RPC_UNAVAILABLE,
-				     retry_data(retry), "%s; retry in %" PRId64 " s",
-				     rep->detail && *rep->detail ? rep->detail :
-				     capacity ? "no capacity for another session" :
-						"the session daemon cannot serve this now",
-				     retry),
-			   header);
+		snprintf(msg, sizeof(msg), "%s; retry in %" PRId64 " s",
+			 rep->detail && *rep->detail ? rep->detail :
+			 capacity		     ? "no capacity for another session" :
+						       "the session daemon cannot serve this now",
+			 retry);
+		answer_failure(c, 503, capacity ? RPC_NO_CAPACITY : RPC_UNAVAILABLE,
+			       retry_data(retry), header, msg);
 		return;
 	}
 	log_err("sessiond error (%s): %s REQUEST_ID=%s", rep->kind ? rep->kind : "-",
 		rep->detail ? rep->detail : "-", rq->http.request_id);
-	mcp_answer(c,
-		   rpc_error(c->id, RPC_INTERNAL_ERROR, NULL, "%s",
-			     rep->detail && *rep->detail ? rep->detail : "the request failed"),
-		   NULL);
+	answer_failure(c, 500, RPC_INTERNAL_ERROR, NULL, NULL,
+		       rep->detail && *rep->detail ? rep->detail : "the request failed");
 }

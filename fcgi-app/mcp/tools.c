@@ -109,7 +109,7 @@ static json_object *run_request(McpCall *c, const struct run_tool *t, json_objec
 {
 	const PaddockConfig *cfg = c->rq->app->cfg;
 	json_object *req;
-	const char *text;
+	const char *text, *tag;
 	size_t len;
 	int64_t timeout = cfg->exec_timeout_default;
 	int r;
@@ -139,8 +139,11 @@ static json_object *run_request(McpCall *c, const struct run_tool *t, json_objec
 	json_set(req, "tool", json_object_new_string(t->tool));
 	json_set(req, "code", json_object_new_string_len(text, (int)len));
 	json_set(req, "timeout_ms", json_object_new_int64(timeout * 1000));
-	/* cancel finds the run by the request's id. */
-	json_set(req, "call_tag", json_object_new_string(rpc_id_text(c->id)));
+	/* cancel finds the run by the request's id; one longer than sessiond keeps names a
+	 * call that cannot be cancelled (MCP sets no bound on ids). */
+	tag = rpc_id_text(c->id);
+	if (strlen(tag) <= MCP_CALL_TAG_MAX)
+		json_set(req, "call_tag", json_object_new_string(tag));
 	if (t->cell)
 		json_set(req, "mode", json_object_new_string("cell"));
 	if (json_incomplete(req)) {
@@ -166,8 +169,10 @@ static int progress_text(OutputRelay *r, bool is_stderr, const char *text, size_
 	json_set(p, "progress", json_object_new_int64((int64_t)r->chars));
 	json_set(p, "message", json_object_new_string_len(text, (int)len));
 	json_set(n, "params", p);
+	/* Progress is a courtesy: without memory for it the run goes on, and the result has
+	 * everything. A write that fails is the client gone, which ends the call. */
 	if (json_incomplete(n))
-		return -ENOMEM;
+		return 0;
 	return sse_json_event(r->http, "message", n);
 }
 
@@ -326,20 +331,27 @@ void mcp_tools_call(McpCall *c, json_object *params)
 		   NULL);
 }
 
-void mcp_cancel(ReqCtx *rq, const char *session_id, json_object *request_id)
+int mcp_cancel(McpCall *c, json_object *request_id)
 {
-	_cleanup_json_ json_object *req =
-		sessiond_request_new("cancel", rq->http.request_id, rq->tenant, session_id);
+	_cleanup_json_ json_object *req = mcp_sd_request(c, "cancel");
 	SessiondReply rep;
+	int r;
 
-	if (!request_id ||
-	    json_set(req, "call_tag", json_object_new_string(rpc_id_text(request_id))) < 0)
-		return;
-	/* A notification has no answer: what sessiond says is only logged. */
-	if (sessiond_call(&rq->w->sd, req, SESSIOND_RETRY_ANY, &rep) < 0)
-		return;
-	if (!rep.ok)
-		log_info("cancel refused: %s REQUEST_ID=%s", rep.detail ? rep.detail : "-",
-			 rq->http.request_id);
+	/* A cancel of nothing in particular, or of what no call can be named, changes
+	 * nothing: accepted as such. */
+	if (!request_id || (!json_object_is_type(request_id, json_type_string) &&
+			    !json_object_is_type(request_id, json_type_int)))
+		return 0;
+	if (json_set(req, "call_tag", json_object_new_string(rpc_id_text(request_id))) < 0) {
+		mcp_http_error(c->rq, 500, NULL, RPC_INTERNAL_ERROR, NULL, "out of memory");
+		return -1;
+	}
+	r = sessiond_call(&c->rq->w->sd, req, SESSIOND_RETRY_ANY, &rep);
+	if (r < 0 || !rep.ok) {
+		mcp_sd_fail(c, r, r < 0 ? NULL : &rep);
+		sessiond_reply_clear(&rep);
+		return -1;
+	}
 	sessiond_reply_clear(&rep);
+	return 0;
 }

@@ -295,14 +295,13 @@ static void on_deadline(Loop *l, void *data)
 static void on_cancel(Loop *l, void *data)
 {
 	Run *run = data;
+	char why[128];
 
 	run->cancel = NULL;
 	if (run->phase == RUN_STARTING) {
 		/* None of its code ran: it ends here; the interpreter goes on starting. */
 		run->cancelled = true;
 		run->timer = loop_remove(l, run->timer);
-		char why[128];
-
 		snprintf(why, sizeof(why), "the call was cancelled before it started: %s",
 			 run->cancel_why);
 		run_fail(run, why);

@@ -141,7 +141,6 @@ bool run_clear_leftovers(Run *run);
 /* Whether the run's interpreter was killed for memory as it started. */
 bool start_oom_killed(Run *run, int status);
 
-/* The worker of a streamed run went away: interrupt it as its deadline would, now. */
 /* Interrupt the run on the next loop turn, as at its deadline; why names who cancelled it
  * (static). */
 void run_cancel(Run *run, const char *why);

@@ -187,8 +187,10 @@ def test_an_mcp_session_is_a_paddock_session_ended_by_delete(mcp_stack):
     rpc_error(raw.request("ping", session=sid), 404, -32600, raw.next_id)
     rpc_error(raw.request("tools/call", {"name": "code_execution", "arguments": {"code": "1"}},
                           session=sid), 404, -32600, raw.next_id)
-    assert raw.post({"jsonrpc": "2.0", "method": "notifications/initialized"},
-                    session=sid).status_code == 404
+    for note in ({"jsonrpc": "2.0", "method": "notifications/initialized"},
+                 {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                  "params": {"requestId": 1}}):
+        rpc_error(raw.post(note, session=sid), 404, -32600)
     rpc_error(raw.delete(sid), 404, -32600)
 
 
@@ -302,6 +304,11 @@ def test_malformed_messages_are_answered_per_json_rpc(mcp_stack):
         rpc_error(raw.post({"jsonrpc": "1.0", "id": 1, "method": "ping"}, sid), 400, -32600)
         rpc_error(raw.post({"jsonrpc": "2.0", "id": None, "method": "ping"}, sid), 400, -32600)
         rpc_error(raw.post({"jsonrpc": "2.0", "id": 1.5, "method": "ping"}, sid), 400, -32600)
+        # Integers past 2^53 are not exact in every peer (the parser saturates larger ones).
+        rpc_error(raw.post('{"jsonrpc":"2.0","id":99999999999999999999,"method":"ping"}', sid,
+                           raw=True), 400, -32600)
+        r = raw.post({"jsonrpc": "2.0", "id": 2**53 - 1, "method": "ping"}, sid)
+        assert r.json() == {"jsonrpc": "2.0", "id": 2**53 - 1, "result": {}}
         rpc_error(raw.post({"jsonrpc": "2.0", "id": 1, "method": 5}, sid), 400, -32600)
         rpc_error(raw.post({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": [1]}, sid),
                   400, -32600)
@@ -333,6 +340,21 @@ def test_malformed_messages_are_answered_per_json_rpc(mcp_stack):
                         session=sid)
         res = r.json()["result"]
         assert res["isError"] is True and "timeout_seconds" in joined(res), res
+        # A path the model got wrong is its to fix, never "the session has ended".
+        r = raw.request("tools/call", {"name": "write_file",
+                                       "arguments": {"path": "f.txt", "content": "x"}}, session=sid)
+        assert r.json()["result"]["isError"] is False
+        for path in ("f.txt/under-a-file.txt", "/etc/passwd", "../x", "."):
+            r = raw.request("tools/call", {"name": "write_file",
+                                           "arguments": {"path": path, "content": "x"}},
+                            session=sid)
+            assert r.status_code == 200 and r.json()["result"]["isError"] is True, (path, r.text)
+        # A long string id names a call too (it cannot be cancelled, but it runs).
+        long_id = "x/" * 400
+        r = raw.post({"jsonrpc": "2.0", "id": long_id, "method": "tools/call",
+                      "params": {"name": "code_execution", "arguments": {"code": "print(5)"}}},
+                     sid)
+        assert r.json()["id"] == long_id and texts(r.json()["result"]) == ["5\n"], r.text
         # And after all of that the session works.
         r = raw.request("tools/call", {"name": "code_execution", "arguments": {"code": "6*7"}},
                         session=sid)

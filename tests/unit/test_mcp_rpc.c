@@ -92,6 +92,9 @@ static void test_messages_are_classified(void)
 		kind_of("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}", &why),
 		RPC_NOTIFICATION);
 	CHECK_EQ_INT(kind_of("{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{}}", &why), RPC_RESPONSE);
+	CHECK_EQ_INT(
+		kind_of("{\"jsonrpc\":\"2.0\",\"id\":9007199254740991,\"method\":\"x\"}", &why),
+		RPC_REQUEST);
 	CHECK_EQ_INT(kind_of("{\"jsonrpc\":\"2.0\",\"id\":3,\"error\":{\"code\":1}}", &why),
 		     RPC_RESPONSE);
 	/* Not messages, each with its reason. */
@@ -100,6 +103,8 @@ static void test_messages_are_classified(void)
 		"{\"jsonrpc\":2.0,\"id\":1,\"method\":\"ping\"}",
 		"{\"jsonrpc\":\"2.0\",\"id\":null,\"method\":\"ping\"}",
 		"{\"jsonrpc\":\"2.0\",\"id\":1.5,\"method\":\"ping\"}",
+		"{\"jsonrpc\":\"2.0\",\"id\":9007199254740992,\"method\":\"ping\"}",
+		"{\"jsonrpc\":\"2.0\",\"id\":-9007199254740992,\"method\":\"ping\"}",
 		"{\"jsonrpc\":\"2.0\",\"id\":[1],\"method\":\"ping\"}",
 		"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":7}",
 		"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"params\":[1]}",
