@@ -81,11 +81,12 @@ long base64_decode(const char *src, size_t len, void *dst)
 		/* Bits below the last byte must be zero: one encoding per byte string. */
 		if ((pad == 2 && (v & 0xffff)) || (pad == 1 && (v & 0xff)))
 			return -EINVAL;
-		d[o++] = (unsigned char)(v >> 16);
-		if (pad < 2)
-			d[o++] = (unsigned char)(v >> 8);
-		if (pad < 1)
-			d[o++] = (unsigned char)v;
+		if (d) {
+			d[o] = (unsigned char)(v >> 16);
+			d[o + 1] = (unsigned char)(v >> 8);
+			d[o + 2] = (unsigned char)v;
+		}
+		o += 3 - (size_t)pad;
 	}
 	return (long)o;
 }

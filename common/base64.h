@@ -11,7 +11,8 @@ size_t base64_encoded_len(size_t n);
 void base64_encode(const void *src, size_t len, char *dst);
 
 /*
- * Decode len characters of src into dst (at least len / 4 * 3 bytes). Padding is
+ * Decode len characters of src into dst (at least len / 4 * 3 bytes; NULL: only check
+ * that src is an encoding, and say how many bytes it holds). Padding is
  * required (a length that is a multiple of 4), no white space; the bits a final
  * group leaves over must be zero, so each byte string has one encoding. Returns the
  * decoded length, or -EINVAL.

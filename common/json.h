@@ -37,7 +37,8 @@ int json_in_parse(const char *buf, size_t len, int max_depth, json_object **ret,
 /*
  * Typed getters on an object's field. Each returns 1 when the field holds a value
  * of the type, 0 when it is absent or null, -EINVAL when it holds another type.
- * Values are borrowed from obj.
+ * Values are borrowed from obj. A string read without its length (len NULL) is a C
+ * string: one holding a NUL character is -EINVAL.
  */
 int json_in_string(json_object *obj, const char *key, const char **ret, size_t *len);
 /* Integers, and numbers with no fractional part; -ERANGE outside int64. */

@@ -64,6 +64,44 @@ static long lexically_odd(const char *s, size_t len)
 	return -1;
 }
 
+/*
+ * json-c keeps object keys as C strings: a key holding an escaped NUL ("a\u0000b") is cut
+ * there, and may then stand for another key (the last of two equal keys wins), so that one
+ * reader of the body sees one field and paddock another. Returns the offset of the first
+ * such key, or -1.
+ */
+static long nul_in_key(const char *s, size_t len)
+{
+	bool in_string = false, has_nul = false;
+	size_t start = 0;
+
+	for (size_t i = 0; i < len; i++) {
+		if (!in_string) {
+			if (s[i] == '"') {
+				in_string = true;
+				has_nul = false;
+				start = i;
+			}
+			continue;
+		}
+		if (s[i] == '\\') {
+			if (len - i > 5 && memcmp(s + i + 1, "u0000", 5) == 0)
+				has_nul = true;
+			i++;
+		} else if (s[i] == '"') {
+			size_t j = i + 1;
+
+			in_string = false;
+			while (j < len &&
+			       (s[j] == ' ' || s[j] == '\t' || s[j] == '\r' || s[j] == '\n'))
+				j++;
+			if (has_nul && j < len && s[j] == ':')
+				return (long)start;
+		}
+	}
+	return -1;
+}
+
 int json_in_parse(const char *buf, size_t len, int max_depth, json_object **ret, char *err,
 		  size_t errlen)
 {
@@ -86,6 +124,11 @@ int json_in_parse(const char *buf, size_t len, int max_depth, json_object **ret,
 	if (odd >= 0) {
 		snprintf(err, errlen,
 			 "the body is not valid JSON: unexpected character at byte %ld", odd);
+		return -EINVAL;
+	}
+	odd = nul_in_key(buf, len);
+	if (odd >= 0) {
+		snprintf(err, errlen, "an object key at byte %ld holds a NUL character", odd);
 		return -EINVAL;
 	}
 	/* json-c's depth is the number of nested arrays and objects it accepts. */
@@ -149,6 +192,10 @@ int json_in_string(json_object *obj, const char *key, const char **ret, size_t *
 	*ret = json_object_get_string(v);
 	if (len)
 		*len = (size_t)json_object_get_string_len(v);
+	/* Read as a C string, one with a NUL inside would say less than it holds: it is not
+	 * the string the caller expects. */
+	else if (strlen(*ret) != (size_t)json_object_get_string_len(v))
+		return -EINVAL;
 	return 1;
 }
 

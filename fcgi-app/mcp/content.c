@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base64.h"
 #include "cleanup.h"
 #include "json.h"
 
@@ -72,8 +73,39 @@ json_object *mcp_tool_error(const char *fmt, ...)
 	return o;
 }
 
-/* Text without the terminal's colour codes (IPython colours its tracebacks): ESC '[' up to
- * the final byte of the sequence goes. Returns a new string (len in *out_len). */
+/* Where the terminal sequence starting with ESC at s[i] ends (the index of its last byte),
+ * or i itself for a lone ESC: CSI (ESC '[', parameter and intermediate bytes, one final
+ * byte), OSC (ESC ']' up to BEL or ESC '\\'), and two-byte escapes (ESC and one byte of
+ * 0x40..0x7e). Anything else is not a sequence, and its text stays. */
+static size_t escape_end(const char *s, size_t i, size_t len)
+{
+	size_t j = i + 2;
+
+	if (i + 1 >= len)
+		return i;
+	if (s[i + 1] == '[') {
+		while (j < len && (unsigned char)s[j] >= 0x30 && (unsigned char)s[j] <= 0x3f)
+			j++;
+		while (j < len && (unsigned char)s[j] >= 0x20 && (unsigned char)s[j] <= 0x2f)
+			j++;
+		return j < len && (unsigned char)s[j] >= 0x40 && (unsigned char)s[j] <= 0x7e ? j :
+											       i;
+	}
+	if (s[i + 1] == ']') {
+		for (; j < len; j++) {
+			if (s[j] == '\a')
+				return j;
+			if (s[j] == '\033')
+				return j + 1 < len && s[j + 1] == '\\' ? j + 1 : i;
+		}
+		return i;
+	}
+	return (unsigned char)s[i + 1] >= 0x40 && (unsigned char)s[i + 1] <= 0x7e ? i + 1 : i;
+}
+
+/* Text without the terminal's control sequences (IPython colours its tracebacks): a model
+ * reads the words, not the colours. A lone ESC goes, and nothing else. Returns a new
+ * string (len in *out_len). */
 static char *strip_ansi(const char *s, size_t len, size_t *out_len)
 {
 	char *o = malloc(len + 1);
@@ -82,11 +114,8 @@ static char *strip_ansi(const char *s, size_t len, size_t *out_len)
 	if (!o)
 		return NULL;
 	for (size_t i = 0; i < len; i++) {
-		if (s[i] == '\033' && i + 1 < len && s[i + 1] == '[') {
-			i += 2;
-			while (i < len &&
-			       !((unsigned char)s[i] >= 0x40 && (unsigned char)s[i] <= 0x7e))
-				i++;
+		if (s[i] == '\033') {
+			i = escape_end(s, i, len);
 			continue;
 		}
 		o[n++] = s[i];
@@ -125,8 +154,11 @@ static void add_bundle(json_object *content, json_object *bundle)
 
 	if (!bundle || !json_object_is_type(bundle, json_type_object))
 		return;
+	/* The bundle is the program's own (user code can display anything): an image that is
+	 * not base64 would make the client refuse the whole result, so it is not one. */
 	for (size_t i = 0; i < ARRAY_SIZE(image_types); i++)
-		if (json_in_string(bundle, image_types[i], &s, &len) > 0 && len > 0) {
+		if (json_in_string(bundle, image_types[i], &s, &len) > 0 && len > 0 &&
+		    base64_decode(s, len, NULL) > 0) {
 			json_append(content, mcp_image(s, image_types[i]));
 			return;
 		}

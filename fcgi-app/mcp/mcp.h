@@ -100,6 +100,10 @@ typedef struct RpcMessage {
 	const char *why;     /* RPC_INVALID: a sentence */
 } RpcMessage;
 
+/* An id (or a progress token): a string, or an integer within +-2^53 (I-JSON: exact in
+ * every peer; the parser saturates larger ones, and two such ids would name one call).
+ * MCP forbids null, and a fraction names nothing. */
+bool rpc_id_valid(json_object *id);
 /* Classify msg (one parsed JSON value). */
 void rpc_classify(json_object *msg, RpcMessage *m);
 /* The request id rendered as JSON text (a string keeps its quotes): the name of a call. */

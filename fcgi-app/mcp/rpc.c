@@ -13,12 +13,9 @@
 #include "json.h"
 #include "log.h"
 
-/* Integers every JSON peer reads exactly (I-JSON): larger ones are saturated by the
- * parser, and two such ids would name one call. */
 #define ID_INT_MAX ((int64_t)1 << 53)
 
-/* An id is a string or an integer; MCP forbids null, and a fraction names nothing. */
-static bool id_valid(json_object *id)
+bool rpc_id_valid(json_object *id)
 {
 	int64_t v;
 
@@ -35,27 +32,24 @@ static bool id_valid(json_object *id)
 
 void rpc_classify(json_object *msg, RpcMessage *m)
 {
-	json_object *v, *id = NULL, *params = NULL;
+	json_object *id = NULL, *params = NULL;
 	bool has_id = json_object_object_get_ex(msg, "id", &id);
 	bool has_result = json_object_object_get_ex(msg, "result", NULL);
 	bool has_error = json_object_object_get_ex(msg, "error", NULL);
-	const char *method = NULL;
+	bool has_method = json_object_object_get_ex(msg, "method", NULL);
+	const char *version = NULL, *method = NULL;
 
 	*m = (RpcMessage){ .kind = RPC_INVALID };
-	if (!json_object_object_get_ex(msg, "jsonrpc", &v) ||
-	    !json_object_is_type(v, json_type_string) ||
-	    strcmp(json_object_get_string(v), "2.0") != 0) {
+	/* Read as C strings: one with a NUL inside ("2.0\u0000x") is not these strings. */
+	if (json_in_string(msg, "jsonrpc", &version, NULL) <= 0 || strcmp(version, "2.0") != 0) {
 		m->why = "jsonrpc must be \"2.0\"";
 		return;
 	}
-	if (json_object_object_get_ex(msg, "method", &v)) {
-		if (!json_object_is_type(v, json_type_string)) {
-			m->why = "method must be a string";
-			return;
-		}
-		method = json_object_get_string(v);
+	if (has_method && json_in_string(msg, "method", &method, NULL) <= 0) {
+		m->why = "method must be a string without NUL characters";
+		return;
 	}
-	if (has_id && !id_valid(id)) {
+	if (has_id && !rpc_id_valid(id)) {
 		m->why = "id must be a string or an integer";
 		return;
 	}

@@ -146,6 +146,9 @@ static json_object *run_request(McpCall *c, const struct run_tool *t, json_objec
 		json_set(req, "call_tag", json_object_new_string(tag));
 	if (t->cell)
 		json_set(req, "mode", json_object_new_string("cell"));
+	/* MCP: a dropped connection is no cancel (the client sends notifications/cancelled
+	 * for that); the call runs to its end, its state changes kept. */
+	json_set(req, "finish_on_hangup", json_object_new_boolean(true));
 	if (json_incomplete(req)) {
 		json_object_put(req);
 		*result = mcp_tool_error("out of memory");
@@ -302,10 +305,10 @@ void mcp_tools_call(McpCall *c, json_object *params)
 	}
 	if (r == 0)
 		args = empty = json_object_new_object();
+	/* A token that is not a valid one is no request for progress. */
 	if (json_in_object(params, "_meta", &meta) > 0 &&
 	    json_object_object_get_ex(meta, "progressToken", &c->progress_token) &&
-	    !json_object_is_type(c->progress_token, json_type_string) &&
-	    !json_object_is_type(c->progress_token, json_type_int))
+	    !rpc_id_valid(c->progress_token))
 		c->progress_token = NULL;
 	for (size_t i = 0; i < ARRAY_SIZE(run_tools); i++)
 		if (strcmp(name, run_tools[i].name) == 0) {
@@ -339,8 +342,7 @@ int mcp_cancel(McpCall *c, json_object *request_id)
 
 	/* A cancel of nothing in particular, or of what no call can be named, changes
 	 * nothing: accepted as such. */
-	if (!request_id || (!json_object_is_type(request_id, json_type_string) &&
-			    !json_object_is_type(request_id, json_type_int)))
+	if (!rpc_id_valid(request_id))
 		return 0;
 	if (json_set(req, "call_tag", json_object_new_string(rpc_id_text(request_id))) < 0) {
 		mcp_http_error(c->rq, 500, NULL, RPC_INTERNAL_ERROR, NULL, "out of memory");

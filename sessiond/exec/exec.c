@@ -50,6 +50,7 @@ static json_object *exec_request(const Manager *m, const Session *s, json_object
 	er->cell = mode && strcmp(mode, "cell") == 0;
 	er->stream = req_bool(req, "stream");
 	er->tag = req_string(req, "call_tag");
+	er->finish_on_hangup = req_bool(req, "finish_on_hangup");
 	if (er->tag && strlen(er->tag) > CALL_TAG_MAX)
 		return reply_error("invalid", "call_tag is longer than %d bytes", CALL_TAG_MAX);
 	/* A kernel-tier session serves Python through the IPython harness, an endpoint one

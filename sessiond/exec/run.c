@@ -512,6 +512,7 @@ void run_start(Session *s, Conn *c, const ExecRequest *er)
 	run->kind = kind;
 	run->cell = er->cell;
 	run->stream = er->stream;
+	run->finish_on_hangup = er->finish_on_hangup;
 	run->timeout_ms = timeout_ms;
 	run->start_ms = now_ms();
 	run->start_real = now_real();
@@ -599,8 +600,9 @@ void run_conn_closed(Manager *m, Conn *c)
 	for (Session *s = m->sessions; s; s = s->next)
 		if (s->run && s->run->conn == c) {
 			s->run->conn = NULL;
-			/* A streamed call belongs to its stream: its client has gone. */
-			if (s->run->stream)
+			/* A streamed call belongs to its stream: its client has gone (unless
+			 * the protocol says a dropped stream is no cancel: MCP's). */
+			if (s->run->stream && !s->run->finish_on_hangup)
 				run_cancel(s->run, "its client went away");
 		}
 }

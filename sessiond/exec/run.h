@@ -30,6 +30,7 @@ struct Run {
 	char *cwd;		/* cell mode: where the interpreter starts, or NULL */
 	bool cell;		/* notebook mode: result and error objects (code plane) */
 	bool stream;		/* the worker takes the output as it comes (PROTO_DATA) */
+	bool finish_on_hangup;	/* streamed, yet not cancelled when its worker goes */
 	char *tag;		/* the caller's name for the call (cancel finds it by), or NULL */
 	bool cancelled;		/* cancelled (its worker went away, or asked): interrupted */
 	const char *cancel_why; /* who cancelled it, for the note: "its client went away" */
@@ -113,10 +114,11 @@ int kill_processes(Session *s, bool keep_interps);
 typedef struct ExecRequest {
 	enum interp_kind kind; /* the tool's, resolved for the session's tier */
 	const char *code;
-	const char *cwd; /* cell mode: where the interpreter starts, or NULL */
-	bool cell;	 /* the code plane's notebook mode */
-	bool stream;	 /* output is sent as it comes, ahead of the reply */
-	const char *tag; /* the caller's name for the call, for cancel; NULL: none */
+	const char *cwd;       /* cell mode: where the interpreter starts, or NULL */
+	bool cell;	       /* the code plane's notebook mode */
+	bool stream;	       /* output is sent as it comes, ahead of the reply */
+	const char *tag;       /* the caller's name for the call, for cancel; NULL: none */
+	bool finish_on_hangup; /* a streamed call runs to its end when its worker goes */
 	uint64_t timeout_ms;
 } ExecRequest;
 

@@ -508,7 +508,9 @@ static int parse_args(struct json_object *input, EditorArgs *a, const char **pat
 		return -EINVAL;
 	}
 	o = field(input, "command");
-	if (!o || !json_object_is_type(o, json_type_string)) {
+	/* "create\u0000x" is no command, however strcmp reads it. */
+	if (!o || !json_object_is_type(o, json_type_string) ||
+	    (size_t)json_object_get_string_len(o) != strlen(json_object_get_string(o))) {
 		*detail = "input.command must be one of view, create, str_replace, insert, "
 			  "undo_edit";
 		return -EINVAL;

@@ -290,6 +290,78 @@ def test_mcp_inspector_cli_lists_and_calls_the_tools(mcp_stack):
     assert out["isError"] is False and texts(out) == ["42\n"], out
 
 
+def call_raw(raw, sid, name, args, **kw):
+    r = raw.request("tools/call", {"name": name, "arguments": args}, session=sid, **kw)
+    assert r.status_code == 200, (r.status_code, r.text[:500])
+    return r.json()["result"]
+
+
+@needs_kernel
+def test_rich_outputs_the_program_forges_stay_well_formed(mcp_stack):
+    raw = Raw(mcp_stack)
+    sid, _ = raw.initialize()
+    try:
+        res = call_raw(raw, sid, "code_execution", {"code": (
+            "from IPython.display import display\n"
+            "display({'image/png': 'not base64 \" </script> !!!', 'text/plain': 'the text'},"
+            " raw=True)\n"
+            "display({'image/png': 12, 'text/plain': 'fallback'}, raw=True)\n")})
+        # An image that is not base64 would make clients refuse the whole result: its text.
+        assert res["isError"] is False, res
+        assert [c["type"] for c in res["content"]] == ["text", "text"], res
+        assert texts(res) == ["the text", "fallback"], res
+    finally:
+        raw.delete(sid)
+
+
+def test_terminal_sequences_go_and_the_text_stays(mcp_stack):
+    raw = Raw(mcp_stack)
+    sid, _ = raw.initialize()
+    try:
+        res = call_raw(raw, sid, "bash_code_execution", {"command": (
+            "printf '\\033[1;31mred\\033[0m plain\\n'; "
+            "printf 'before \\033[ 123 456\\n789 secret 000\\n'; "
+            "printf '\\033]0;title\\007osc gone\\n'; printf '\\033cafter reset\\n'")})
+        assert texts(res) == ["red plain\nbefore [ 123 456\n789 secret 000\nosc gone\n"
+                              "after reset\n"], res
+    finally:
+        raw.delete(sid)
+
+
+def test_a_dropped_stream_is_no_cancel(mcp_stack):
+    """The transport's rule: a disconnect is not a cancel. The call runs to its end (its
+    state changes kept); the session takes the next call once it has."""
+    raw = Raw(mcp_stack)
+    sid, _ = raw.initialize()
+    before = cancelled_count(mcp_stack)
+    try:
+        body = {"jsonrpc": "2.0", "id": 99, "method": "tools/call",
+                "params": {"name": "code_execution", "_meta": {"progressToken": 1},
+                           "arguments": {"code": "import time\nprint('going', flush=True)\n"
+                                                 "time.sleep(1.5)\nfinished = True\n"
+                                                 "open('/workspace/done.txt', 'w').write('yes')"}}}
+        h = dict(raw.headers, **{"Mcp-Session-Id": sid})
+        with requests.post(raw.url, data=json.dumps(body), headers=h, stream=True,
+                           timeout=60) as r:
+            assert r.headers["Content-Type"].startswith("text/event-stream")
+            for line in r.iter_lines():
+                if line.startswith(b"data: ") and b"going" in line:
+                    break
+        # The connection is closed here, with the code still sleeping.
+        deadline = time.monotonic() + 20
+        while True:
+            res = call_raw(raw, sid, "code_execution", {"code": "print(finished)"})
+            if not res["isError"] or time.monotonic() > deadline:
+                break
+            assert "busy" in joined(res) or "running another call" in joined(res), res
+            time.sleep(0.1)
+        assert texts(res) == ["True\n"], res
+        assert texts(call_raw(raw, sid, "read_file", {"path": "done.txt"})) == ["yes"]
+        assert cancelled_count(mcp_stack) == before
+    finally:
+        raw.delete(sid)
+
+
 # --- the transport and JSON-RPC, raw -------------------------------------------------------
 
 def test_malformed_messages_are_answered_per_json_rpc(mcp_stack):
@@ -313,6 +385,22 @@ def test_malformed_messages_are_answered_per_json_rpc(mcp_stack):
         rpc_error(raw.post({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": [1]}, sid),
                   400, -32600)
         rpc_error(raw.post({"jsonrpc": "2.0", "id": 1}, sid), 400, -32600)
+        # A key or a name holding a NUL would say one thing to a reader of the body and
+        # another to paddock: refused, never read as a shorter one.
+        smuggle = ('{"jsonrpc":"2.0","id":1,"method":"ping","method\\u0000":"tools/call",'
+                   '"params":{"name":"bash_code_execution","arguments":{"command":"echo ran"}}}')
+        rpc_error(raw.post(smuggle, sid, raw=True), 400, -32700)
+        rpc_error(raw.post({"jsonrpc": "2.0", "id": 1, "method": "tools/call\u0000x"}, sid),
+                  400, -32600)
+        rpc_error(raw.post({"jsonrpc": "2.0\u0000junk", "id": 1, "method": "ping"}, sid), 400,
+                  -32600)
+        rpc_error(raw.request("tools/call", {"name": "code_execution\u0000x",
+                                             "arguments": {"code": "1"}}, session=sid),
+                  200, -32602, raw.next_id)
+        r = raw.request("tools/call", {"name": "text_editor_code_execution",
+                                       "arguments": {"command": "create\u0000x", "path": "n.txt",
+                                                     "file_text": "x"}}, session=sid)
+        assert r.json()["result"]["isError"] is True, r.text
         # Well-formed requests that the server cannot serve are answered, with their id.
         rpc_error(raw.request("resources/list", session=sid), 200, -32601, raw.next_id)
         rpc_error(raw.request("tools/call", {"arguments": {}}, session=sid), 200, -32602,

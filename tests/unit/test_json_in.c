@@ -107,6 +107,8 @@ static void test_getters_tell_a_value_from_absent_and_wrong_type(void)
 	CHECK_EQ_INT(len, 3);
 	CHECK_EQ_INT(json_in_string(o, "z", &s, &len), 1);
 	CHECK_EQ_INT(len, 3);
+	/* Read as a C string it would say "a": not the string it is. */
+	CHECK_EQ_INT(json_in_string(o, "z", &s, NULL), -EINVAL);
 	CHECK_EQ_INT(json_in_string(o, "n", &s, &len), 0);
 	CHECK_EQ_INT(json_in_string(o, "missing", &s, &len), 0);
 	CHECK_EQ_INT(json_in_string(o, "i", &s, &len), -EINVAL);
@@ -135,6 +137,20 @@ static void test_getters_tell_a_value_from_absent_and_wrong_type(void)
 	json_object_put(o);
 }
 
+static void test_a_key_holding_nul_is_refused(void)
+{
+	char err[256];
+
+	/* json-c would cut the key at the NUL: "method\u0000" would be a second "method". */
+	CHECK_EQ_INT(P("{\"method\":\"ping\",\"method\\u0000\":\"tools/call\"}", 4), -EINVAL);
+	CHECK(strstr(err, "NUL") != NULL);
+	CHECK_EQ_INT(P("{\"a\":{\"k\\u0000\" : 1}}", 4), -EINVAL);
+	/* In values it is kept (with the length), and an escaped backslash is no NUL. */
+	CHECK_EQ_INT(P("{\"v\":\"x\\u0000y\"}", 4), 0);
+	CHECK_EQ_INT(P("{\"k\\\\u0000\":1}", 4), 0);
+	CHECK_EQ_INT(P("[\"\\u0000\", 1]", 4), 0);
+}
+
 static void test_utf8_valid_refuses_malformed_sequences(void)
 {
 	CHECK(utf8_valid("", 0));
@@ -151,6 +167,7 @@ int main(void)
 {
 	test_parse_takes_strict_json_within_its_depth();
 	test_getters_tell_a_value_from_absent_and_wrong_type();
+	test_a_key_holding_nul_is_refused();
 	test_utf8_valid_refuses_malformed_sequences();
 	return unit_summary();
 }
