@@ -154,6 +154,26 @@ def https_get_ok(url, verify):
     assert r.status_code == 204, f"DELETE: {r.status_code} {r.text[:300]}"
 
 
+def mcp_ok(url, verify):
+    """An MCP session through the installed site: initialize, a call, DELETE."""
+    h = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                       "clientInfo": {"name": "systest", "version": "1"}}}
+    r = requests.post(url + "/mcp", json=init, headers=h, timeout=60, verify=verify)
+    assert r.status_code == 200 and "Mcp-Session-Id" in r.headers, \
+        f"MCP initialize at {url}: {r.status_code} {r.text[:300]}"
+    h["Mcp-Session-Id"] = r.headers["Mcp-Session-Id"]
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "code_execution", "arguments": {"code": "print(6 * 7)"}}}
+    r = requests.post(url + "/mcp", json=call, headers=h, timeout=120, verify=verify)
+    assert r.status_code == 200, f"MCP tools/call: {r.status_code} {r.text[:300]}"
+    result = r.json()["result"]
+    assert result["isError"] is False and result["content"][0]["text"] == "42\n", result
+    r = requests.delete(url + "/mcp", headers=h, timeout=60, verify=verify)
+    assert r.status_code == 204, f"MCP DELETE: {r.status_code} {r.text[:300]}"
+
+
 def enable_site():
     if ENABLE == "paddockctl":
         sh("paddockctl", "site", "enable")
@@ -179,10 +199,12 @@ def test_enable_the_site():
         verify = False
     ps.wait_for(lambda: ps._connectable(ps.socket.AF_INET, ("127.0.0.1", 443)), 30, "port 443")
     https_get_ok("https://localhost", verify)
+    mcp_ok("https://localhost", verify)
     # Plain HTTP on loopback for local use.
     ps.wait_for(lambda: ps._connectable(ps.socket.AF_INET, ("127.0.0.1", 8080)), 30,
                 "plain HTTP on 127.0.0.1:8080")
     https_get_ok("http://127.0.0.1:8080", None)
+    mcp_ok("http://127.0.0.1:8080", None)
 
 
 def test_units_active():
