@@ -38,6 +38,15 @@ def mcp_stack(stacks):
                               "PADDOCK_MCP_ALLOWED_ORIGINS": ALLOWED_ORIGIN})
 
 
+@pytest.fixture
+def mcp(mcp_stack):
+    """A raw client with an MCP session of its own (raw.sid), ended after the test."""
+    raw = Raw(mcp_stack)
+    raw.sid, raw.init = raw.initialize()
+    yield raw
+    raw.delete(raw.sid)
+
+
 def mcp_url(stack):
     return stack.base_url + "/mcp"
 
@@ -297,215 +306,196 @@ def call_raw(raw, sid, name, args, **kw):
 
 
 @needs_kernel
-def test_rich_outputs_the_program_forges_stay_well_formed(mcp_stack):
-    raw = Raw(mcp_stack)
-    sid, _ = raw.initialize()
-    try:
-        res = call_raw(raw, sid, "code_execution", {"code": (
-            "from IPython.display import display\n"
-            "display({'image/png': 'not base64 \" </script> !!!', 'text/plain': 'the text'},"
-            " raw=True)\n"
-            "display({'image/png': 12, 'text/plain': 'fallback'}, raw=True)\n")})
-        # An image that is not base64 would make clients refuse the whole result: its text.
-        assert res["isError"] is False, res
-        assert [c["type"] for c in res["content"]] == ["text", "text"], res
-        assert texts(res) == ["the text", "fallback"], res
-    finally:
-        raw.delete(sid)
+def test_rich_outputs_the_program_forges_stay_well_formed(mcp):
+    raw, sid = mcp, mcp.sid
+    res = call_raw(raw, sid, "code_execution", {"code": (
+        "from IPython.display import display\n"
+        "display({'image/png': 'not base64 \" </script> !!!', 'text/plain': 'the text'},"
+        " raw=True)\n"
+        "display({'image/png': 12, 'text/plain': 'fallback'}, raw=True)\n")})
+    # An image that is not base64 would make clients refuse the whole result: its text.
+    assert res["isError"] is False, res
+    assert [c["type"] for c in res["content"]] == ["text", "text"], res
+    assert texts(res) == ["the text", "fallback"], res
 
 
-def test_terminal_sequences_go_and_the_text_stays(mcp_stack):
-    raw = Raw(mcp_stack)
-    sid, _ = raw.initialize()
-    try:
-        res = call_raw(raw, sid, "bash_code_execution", {"command": (
-            "printf '\\033[1;31mred\\033[0m plain\\n'; "
-            "printf 'before \\033[ 123 456\\n789 secret 000\\n'; "
-            "printf '\\033]0;title\\007osc gone\\n'; printf '\\033cafter reset\\n'")})
-        assert texts(res) == ["red plain\nbefore [ 123 456\n789 secret 000\nosc gone\n"
-                              "after reset\n"], res
-    finally:
-        raw.delete(sid)
+def test_terminal_sequences_go_and_the_text_stays(mcp):
+    raw, sid = mcp, mcp.sid
+    res = call_raw(raw, sid, "bash_code_execution", {"command": (
+        "printf '\\033[1;31mred\\033[0m plain\\n'; "
+        "printf 'before \\033[ 123 456\\n789 secret 000\\n'; "
+        "printf '\\033]0;title\\007osc gone\\n'; printf '\\033cafter reset\\n'")})
+    assert texts(res) == ["red plain\nbefore [ 123 456\n789 secret 000\nosc gone\n"
+                          "after reset\n"], res
 
 
-def test_a_dropped_stream_is_no_cancel(mcp_stack):
+def test_a_dropped_stream_is_no_cancel(mcp, mcp_stack):
     """The transport's rule: a disconnect is not a cancel. The call runs to its end (its
     state changes kept); the session takes the next call once it has."""
-    raw = Raw(mcp_stack)
-    sid, _ = raw.initialize()
+    raw, sid = mcp, mcp.sid
     before = cancelled_count(mcp_stack)
-    try:
-        body = {"jsonrpc": "2.0", "id": 99, "method": "tools/call",
-                "params": {"name": "code_execution", "_meta": {"progressToken": 1},
-                           "arguments": {"code": "import time\nprint('going', flush=True)\n"
-                                                 "time.sleep(1.5)\nfinished = True\n"
-                                                 "open('/workspace/done.txt', 'w').write('yes')"}}}
-        h = dict(raw.headers, **{"Mcp-Session-Id": sid})
-        with requests.post(raw.url, data=json.dumps(body), headers=h, stream=True,
-                           timeout=60) as r:
-            assert r.headers["Content-Type"].startswith("text/event-stream")
-            for line in r.iter_lines():
-                if line.startswith(b"data: ") and b"going" in line:
-                    break
-        # The connection is closed here, with the code still sleeping.
-        deadline = time.monotonic() + 20
-        while True:
-            res = call_raw(raw, sid, "code_execution", {"code": "print(finished)"})
-            if not res["isError"] or time.monotonic() > deadline:
+    body = {"jsonrpc": "2.0", "id": 99, "method": "tools/call",
+            "params": {"name": "code_execution", "_meta": {"progressToken": 1},
+                       "arguments": {"code": "import time\nprint('going', flush=True)\n"
+                                             "time.sleep(1.5)\nfinished = True\n"
+                                             "open('/workspace/done.txt', 'w').write('yes')"}}}
+    h = dict(raw.headers, **{"Mcp-Session-Id": sid})
+    with requests.post(raw.url, data=json.dumps(body), headers=h, stream=True,
+                       timeout=60) as r:
+        assert r.headers["Content-Type"].startswith("text/event-stream")
+        for line in r.iter_lines():
+            if line.startswith(b"data: ") and b"going" in line:
                 break
-            assert "busy" in joined(res) or "running another call" in joined(res), res
-            time.sleep(0.1)
-        assert texts(res) == ["True\n"], res
-        assert texts(call_raw(raw, sid, "read_file", {"path": "done.txt"})) == ["yes"]
-        assert cancelled_count(mcp_stack) == before
-    finally:
-        raw.delete(sid)
+    # The connection is closed here, with the code still sleeping.
+    deadline = time.monotonic() + 20
+    while True:
+        res = call_raw(raw, sid, "code_execution", {"code": "print(finished)"})
+        if not res["isError"] or time.monotonic() > deadline:
+            break
+        assert "busy" in joined(res) or "running another call" in joined(res), res
+        time.sleep(0.1)
+    assert texts(res) == ["True\n"], res
+    assert texts(call_raw(raw, sid, "read_file", {"path": "done.txt"})) == ["yes"]
+    assert cancelled_count(mcp_stack) == before
 
 
 # --- the transport and JSON-RPC, raw -------------------------------------------------------
 
-def test_malformed_messages_are_answered_per_json_rpc(mcp_stack):
-    raw = Raw(mcp_stack)
-    sid, _ = raw.initialize()
-    try:
-        rpc_error(raw.post("{not json", sid, raw=True), 400, -32700)
-        rpc_error(raw.post(b"\xff\xfe{}", sid, raw=True), 400, -32700)
-        rpc_error(raw.post([{"jsonrpc": "2.0", "id": 1, "method": "ping"}], sid), 400, -32600)
-        rpc_error(raw.post("", sid, raw=True), 400, -32600)
-        rpc_error(raw.post({"id": 1, "method": "ping"}, sid), 400, -32600)
-        rpc_error(raw.post({"jsonrpc": "1.0", "id": 1, "method": "ping"}, sid), 400, -32600)
-        rpc_error(raw.post({"jsonrpc": "2.0", "id": None, "method": "ping"}, sid), 400, -32600)
-        rpc_error(raw.post({"jsonrpc": "2.0", "id": 1.5, "method": "ping"}, sid), 400, -32600)
-        # Integers past 2^53 are not exact in every peer (the parser saturates larger ones).
-        rpc_error(raw.post('{"jsonrpc":"2.0","id":99999999999999999999,"method":"ping"}', sid,
-                           raw=True), 400, -32600)
-        r = raw.post({"jsonrpc": "2.0", "id": 2**53 - 1, "method": "ping"}, sid)
-        assert r.json() == {"jsonrpc": "2.0", "id": 2**53 - 1, "result": {}}
-        rpc_error(raw.post({"jsonrpc": "2.0", "id": 1, "method": 5}, sid), 400, -32600)
-        rpc_error(raw.post({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": [1]}, sid),
-                  400, -32600)
-        rpc_error(raw.post({"jsonrpc": "2.0", "id": 1}, sid), 400, -32600)
-        # A key or a name holding a NUL would say one thing to a reader of the body and
-        # another to paddock: refused, never read as a shorter one.
-        smuggle = ('{"jsonrpc":"2.0","id":1,"method":"ping","method\\u0000":"tools/call",'
-                   '"params":{"name":"bash_code_execution","arguments":{"command":"echo ran"}}}')
-        rpc_error(raw.post(smuggle, sid, raw=True), 400, -32700)
-        rpc_error(raw.post({"jsonrpc": "2.0", "id": 1, "method": "tools/call\u0000x"}, sid),
-                  400, -32600)
-        rpc_error(raw.post({"jsonrpc": "2.0\u0000junk", "id": 1, "method": "ping"}, sid), 400,
-                  -32600)
-        rpc_error(raw.request("tools/call", {"name": "code_execution\u0000x",
-                                             "arguments": {"code": "1"}}, session=sid),
-                  200, -32602, raw.next_id)
-        r = raw.request("tools/call", {"name": "text_editor_code_execution",
-                                       "arguments": {"command": "create\u0000x", "path": "n.txt",
-                                                     "file_text": "x"}}, session=sid)
-        assert r.json()["result"]["isError"] is True, r.text
-        # Well-formed requests that the server cannot serve are answered, with their id.
-        rpc_error(raw.request("resources/list", session=sid), 200, -32601, raw.next_id)
-        rpc_error(raw.request("tools/call", {"arguments": {}}, session=sid), 200, -32602,
-                  raw.next_id)
-        rpc_error(raw.request("tools/call", {"name": "code_execution", "arguments": [1]},
-                              session=sid), 200, -32602, raw.next_id)
-        rpc_error(raw.request("tools/call", {"name": "nope"}, session=sid), 200, -32602,
-                  raw.next_id)
-        rpc_error(raw.request("initialize", {}), 200, -32602, raw.next_id)
-        # A string id comes back as it was sent.
-        r = raw.post({"jsonrpc": "2.0", "id": "req-é", "method": "ping"}, sid)
-        assert r.json() == {"jsonrpc": "2.0", "id": "req-é", "result": {}}
-        # Notifications and the client's responses are accepted with 202 and no body.
-        for msg in ({"jsonrpc": "2.0", "method": "notifications/initialized"},
-                    {"jsonrpc": "2.0", "method": "notifications/whatever", "params": {}},
-                    {"jsonrpc": "2.0", "id": 7, "result": {}},
-                    {"jsonrpc": "2.0", "id": 8, "error": {"code": 1, "message": "x"}},
-                    {"jsonrpc": "2.0", "method": "notifications/cancelled",
-                     "params": {"requestId": 12345}}):
-            r = raw.post(msg, sid)
-            assert r.status_code == 202 and not r.content, (msg, r.status_code, r.text)
-        # Bad arguments to a tool are a failing result the model can read.
-        r = raw.request("tools/call", {"name": "bash_code_execution",
-                                       "arguments": {"command": "x", "timeout_seconds": 0}},
-                        session=sid)
-        res = r.json()["result"]
-        assert res["isError"] is True and "timeout_seconds" in joined(res), res
-        # A path the model got wrong is its to fix, never "the session has ended".
+def test_malformed_messages_are_answered_per_json_rpc(mcp):
+    raw, sid = mcp, mcp.sid
+    rpc_error(raw.post("{not json", sid, raw=True), 400, -32700)
+    rpc_error(raw.post(b"\xff\xfe{}", sid, raw=True), 400, -32700)
+    rpc_error(raw.post([{"jsonrpc": "2.0", "id": 1, "method": "ping"}], sid), 400, -32600)
+    rpc_error(raw.post("", sid, raw=True), 400, -32600)
+    rpc_error(raw.post({"id": 1, "method": "ping"}, sid), 400, -32600)
+    rpc_error(raw.post({"jsonrpc": "1.0", "id": 1, "method": "ping"}, sid), 400, -32600)
+    rpc_error(raw.post({"jsonrpc": "2.0", "id": None, "method": "ping"}, sid), 400, -32600)
+    rpc_error(raw.post({"jsonrpc": "2.0", "id": 1.5, "method": "ping"}, sid), 400, -32600)
+    # Integers past 2^53 are not exact in every peer (the parser saturates larger ones).
+    rpc_error(raw.post('{"jsonrpc":"2.0","id":99999999999999999999,"method":"ping"}', sid,
+                       raw=True), 400, -32600)
+    r = raw.post({"jsonrpc": "2.0", "id": 2**53 - 1, "method": "ping"}, sid)
+    assert r.json() == {"jsonrpc": "2.0", "id": 2**53 - 1, "result": {}}
+    rpc_error(raw.post({"jsonrpc": "2.0", "id": 1, "method": 5}, sid), 400, -32600)
+    rpc_error(raw.post({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": [1]}, sid),
+              400, -32600)
+    rpc_error(raw.post({"jsonrpc": "2.0", "id": 1}, sid), 400, -32600)
+    # A key or a name holding a NUL would say one thing to a reader of the body and
+    # another to paddock: refused, never read as a shorter one.
+    smuggle = ('{"jsonrpc":"2.0","id":1,"method":"ping","method\\u0000":"tools/call",'
+               '"params":{"name":"bash_code_execution","arguments":{"command":"echo ran"}}}')
+    rpc_error(raw.post(smuggle, sid, raw=True), 400, -32700)
+    rpc_error(raw.post({"jsonrpc": "2.0", "id": 1, "method": "tools/call\u0000x"}, sid),
+              400, -32600)
+    rpc_error(raw.post({"jsonrpc": "2.0\u0000junk", "id": 1, "method": "ping"}, sid), 400,
+              -32600)
+    rpc_error(raw.request("tools/call", {"name": "code_execution\u0000x",
+                                         "arguments": {"code": "1"}}, session=sid),
+              200, -32602, raw.next_id)
+    r = raw.request("tools/call", {"name": "text_editor_code_execution",
+                                   "arguments": {"command": "create\u0000x", "path": "n.txt",
+                                                 "file_text": "x"}}, session=sid)
+    assert r.json()["result"]["isError"] is True, r.text
+    # Well-formed requests that the server cannot serve are answered, with their id.
+    rpc_error(raw.request("resources/list", session=sid), 200, -32601, raw.next_id)
+    rpc_error(raw.request("tools/call", {"arguments": {}}, session=sid), 200, -32602,
+              raw.next_id)
+    rpc_error(raw.request("tools/call", {"name": "code_execution", "arguments": [1]},
+                          session=sid), 200, -32602, raw.next_id)
+    rpc_error(raw.request("tools/call", {"name": "nope"}, session=sid), 200, -32602,
+              raw.next_id)
+    rpc_error(raw.request("initialize", {}), 200, -32602, raw.next_id)
+    # A string id comes back as it was sent.
+    r = raw.post({"jsonrpc": "2.0", "id": "req-é", "method": "ping"}, sid)
+    assert r.json() == {"jsonrpc": "2.0", "id": "req-é", "result": {}}
+    # Notifications and the client's responses are accepted with 202 and no body.
+    for msg in ({"jsonrpc": "2.0", "method": "notifications/initialized"},
+                {"jsonrpc": "2.0", "method": "notifications/whatever", "params": {}},
+                {"jsonrpc": "2.0", "id": 7, "result": {}},
+                {"jsonrpc": "2.0", "id": 8, "error": {"code": 1, "message": "x"}},
+                {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                 "params": {"requestId": 12345}}):
+        r = raw.post(msg, sid)
+        assert r.status_code == 202 and not r.content, (msg, r.status_code, r.text)
+    # Bad arguments to a tool are a failing result the model can read.
+    r = raw.request("tools/call", {"name": "bash_code_execution",
+                                   "arguments": {"command": "x", "timeout_seconds": 0}},
+                    session=sid)
+    res = r.json()["result"]
+    assert res["isError"] is True and "timeout_seconds" in joined(res), res
+    # A path the model got wrong is its to fix, never "the session has ended".
+    r = raw.request("tools/call", {"name": "write_file",
+                                   "arguments": {"path": "f.txt", "content": "x"}}, session=sid)
+    assert r.json()["result"]["isError"] is False
+    for path in ("f.txt/under-a-file.txt", "/etc/passwd", "../x", "."):
         r = raw.request("tools/call", {"name": "write_file",
-                                       "arguments": {"path": "f.txt", "content": "x"}}, session=sid)
-        assert r.json()["result"]["isError"] is False
-        for path in ("f.txt/under-a-file.txt", "/etc/passwd", "../x", "."):
-            r = raw.request("tools/call", {"name": "write_file",
-                                           "arguments": {"path": path, "content": "x"}},
-                            session=sid)
-            assert r.status_code == 200 and r.json()["result"]["isError"] is True, (path, r.text)
-        # A long string id names a call too (it cannot be cancelled, but it runs).
-        long_id = "x/" * 400
-        r = raw.post({"jsonrpc": "2.0", "id": long_id, "method": "tools/call",
-                      "params": {"name": "code_execution", "arguments": {"code": "print(5)"}}},
-                     sid)
-        assert r.json()["id"] == long_id and texts(r.json()["result"]) == ["5\n"], r.text
-        # And after all of that the session works.
-        r = raw.request("tools/call", {"name": "code_execution", "arguments": {"code": "6*7"}},
+                                       "arguments": {"path": path, "content": "x"}},
                         session=sid)
-        assert texts(r.json()["result"]) == ["42"]
-    finally:
-        raw.delete(sid)
+        assert r.status_code == 200 and r.json()["result"]["isError"] is True, (path, r.text)
+    # A long string id names a call too (it cannot be cancelled, but it runs).
+    long_id = "x/" * 400
+    r = raw.post({"jsonrpc": "2.0", "id": long_id, "method": "tools/call",
+                  "params": {"name": "code_execution", "arguments": {"code": "print(5)"}}},
+                 sid)
+    assert r.json()["id"] == long_id and texts(r.json()["result"]) == ["5\n"], r.text
+    # And after all of that the session works.
+    r = raw.request("tools/call", {"name": "code_execution", "arguments": {"code": "6*7"}},
+                    session=sid)
+    assert texts(r.json()["result"]) == ["42"]
 
 
-def test_transport_rules(mcp_stack):
-    raw = Raw(mcp_stack)
-    sid, init = raw.initialize()
-    try:
-        assert init["result"]["protocolVersion"] == LATEST
-        assert re.fullmatch(r"[\x21-\x7e]+", sid), sid
-        # A message after initialize needs the session; an unknown one has ended.
-        rpc_error(raw.request("ping"), 400, -32600, raw.next_id)
-        rpc_error(raw.request("ping", session=mcp_stack.node_name + "-" + "A" * 22), 404,
-                  -32600, raw.next_id)
-        rpc_error(raw.request("ping", session="no such/thing"), 404, -32600, raw.next_id)
-        # The protocol revision header, when sent, must be one served.
-        r = raw.request("ping", session=sid, headers={"MCP-Protocol-Version": "2025-06-18"})
-        assert r.json()["result"] == {}
-        rpc_error(raw.request("ping", session=sid, headers={"MCP-Protocol-Version": "1999-01-01"}),
-                  400, -32600, raw.next_id)
-        # Media types.
-        rpc_error(raw.request("ping", session=sid, headers={"Content-Type": "text/plain"}), 415,
-                  -32600)
-        rpc_error(raw.request("ping", session=sid, headers={"Accept": "text/html"}), 406, -32600)
-        r = raw.request("ping", session=sid,
-                        headers={"Content-Type": "application/json; charset=utf-8",
-                                 "Accept": "application/json"})
-        assert r.status_code == 200 and r.json()["result"] == {}
-        # No stream opened by GET: 405 with the methods there are.
-        r = requests.get(raw.url, headers=raw.headers, timeout=30)
-        assert r.status_code == 405 and set(r.headers["Allow"].split(", ")) == {"POST", "DELETE"}
-        # A browser page on another origin is refused, with or without a session; an allowed
-        # one is served.
-        for origin in ("https://evil.example", "null", "https://agent.example.evil"):
-            rpc_error(raw.request("ping", session=sid, headers={"Origin": origin}), 403, -32600)
-            rpc_error(raw.request("initialize", {"protocolVersion": LATEST},
-                                  headers={"Origin": origin}), 403, -32600)
-        rpc_error(raw.delete(sid, headers={"Origin": "https://evil.example"}), 403, -32600)
-        r = raw.request("ping", session=sid, headers={"Origin": ALLOWED_ORIGIN})
-        assert r.status_code == 200 and r.json()["result"] == {}
-        # A call answered as a stream when the client asks for progress; the same result.
-        r = raw.request("tools/call", {"name": "code_execution", "arguments": {"code": "print(1)"},
-                                       "_meta": {"progressToken": "tok"}}, session=sid)
-        assert r.headers["Content-Type"].startswith("text/event-stream"), r.headers
-        msgs = [json.loads(line[6:]) for line in r.text.splitlines() if line.startswith("data: ")]
-        notes = msgs[:-1]
-        assert notes and all(m["method"] == "notifications/progress" and
-                             m["params"]["progressToken"] == "tok" for m in notes), msgs
-        assert "".join(m["params"]["message"] for m in notes) == "1\n", msgs
-        assert notes[-1]["params"]["progress"] == 2, msgs
-        assert msgs[-1]["id"] == raw.next_id and texts(msgs[-1]["result"]) == ["1\n"], msgs
-        # Without a stream in Accept the same call is plain JSON.
-        r = raw.request("tools/call", {"name": "code_execution", "arguments": {"code": "print(1)"},
-                                       "_meta": {"progressToken": "tok"}}, session=sid,
-                        headers={"Accept": "application/json"})
-        assert r.headers["Content-Type"] == "application/json", r.headers
-        assert texts(r.json()["result"]) == ["1\n"]
-    finally:
-        assert raw.delete(sid).status_code == 204
+def test_transport_rules(mcp, mcp_stack):
+    raw, sid, init = mcp, mcp.sid, mcp.init
+    assert init["result"]["protocolVersion"] == LATEST
+    assert re.fullmatch(r"[\x21-\x7e]+", sid), sid
+    # A message after initialize needs the session; an unknown one has ended.
+    rpc_error(raw.request("ping"), 400, -32600, raw.next_id)
+    rpc_error(raw.request("ping", session=mcp_stack.node_name + "-" + "A" * 22), 404,
+              -32600, raw.next_id)
+    rpc_error(raw.request("ping", session="no such/thing"), 404, -32600, raw.next_id)
+    # The protocol revision header, when sent, must be one served.
+    r = raw.request("ping", session=sid, headers={"MCP-Protocol-Version": "2025-06-18"})
+    assert r.json()["result"] == {}
+    rpc_error(raw.request("ping", session=sid, headers={"MCP-Protocol-Version": "1999-01-01"}),
+              400, -32600, raw.next_id)
+    # Media types.
+    rpc_error(raw.request("ping", session=sid, headers={"Content-Type": "text/plain"}), 415,
+              -32600)
+    rpc_error(raw.request("ping", session=sid, headers={"Accept": "text/html"}), 406, -32600)
+    r = raw.request("ping", session=sid,
+                    headers={"Content-Type": "application/json; charset=utf-8",
+                             "Accept": "application/json"})
+    assert r.status_code == 200 and r.json()["result"] == {}
+    # No stream opened by GET: 405 with the methods there are.
+    r = requests.get(raw.url, headers=raw.headers, timeout=30)
+    assert r.status_code == 405 and set(r.headers["Allow"].split(", ")) == {"POST", "DELETE"}
+    # A browser page on another origin is refused, with or without a session; an allowed
+    # one is served.
+    for origin in ("https://evil.example", "null", "https://agent.example.evil"):
+        rpc_error(raw.request("ping", session=sid, headers={"Origin": origin}), 403, -32600)
+        rpc_error(raw.request("initialize", {"protocolVersion": LATEST},
+                              headers={"Origin": origin}), 403, -32600)
+    rpc_error(raw.delete(sid, headers={"Origin": "https://evil.example"}), 403, -32600)
+    r = raw.request("ping", session=sid, headers={"Origin": ALLOWED_ORIGIN})
+    assert r.status_code == 200 and r.json()["result"] == {}
+    # A call answered as a stream when the client asks for progress; the same result.
+    r = raw.request("tools/call", {"name": "code_execution", "arguments": {"code": "print(1)"},
+                                   "_meta": {"progressToken": "tok"}}, session=sid)
+    assert r.headers["Content-Type"].startswith("text/event-stream"), r.headers
+    msgs = [json.loads(line[6:]) for line in r.text.splitlines() if line.startswith("data: ")]
+    notes = msgs[:-1]
+    assert notes and all(m["method"] == "notifications/progress" and
+                         m["params"]["progressToken"] == "tok" for m in notes), msgs
+    assert "".join(m["params"]["message"] for m in notes) == "1\n", msgs
+    assert notes[-1]["params"]["progress"] == 2, msgs
+    assert msgs[-1]["id"] == raw.next_id and texts(msgs[-1]["result"]) == ["1\n"], msgs
+    # Without a stream in Accept the same call is plain JSON.
+    r = raw.request("tools/call", {"name": "code_execution", "arguments": {"code": "print(1)"},
+                                   "_meta": {"progressToken": "tok"}}, session=sid,
+                    headers={"Accept": "application/json"})
+    assert r.headers["Content-Type"] == "application/json", r.headers
+    assert texts(r.json()["result"]) == ["1\n"]
+    assert raw.delete(sid).status_code == 204
 
 
 def test_protocol_revisions_are_negotiated(mcp_stack):
