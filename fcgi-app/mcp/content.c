@@ -40,37 +40,18 @@ json_object *mcp_tool_result(json_object *content, bool is_error)
 	return o;
 }
 
-static json_object *tool_vtext(bool is_error, const char *fmt, va_list ap)
+json_object *mcp_tool_text(bool is_error, const char *fmt, ...)
 {
 	json_object *content = json_object_new_array();
 	char msg[1024];
+	va_list ap;
 
+	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
 	/* A long path may be cut inside a character: the text ends before it. */
 	json_append(content, mcp_text(msg, utf8_whole_prefix(msg, strlen(msg))));
 	return mcp_tool_result(content, is_error);
-}
-
-json_object *mcp_tool_text(bool is_error, const char *fmt, ...)
-{
-	json_object *o;
-	va_list ap;
-
-	va_start(ap, fmt);
-	o = tool_vtext(is_error, fmt, ap);
-	va_end(ap);
-	return o;
-}
-
-json_object *mcp_tool_error(const char *fmt, ...)
-{
-	json_object *o;
-	va_list ap;
-
-	va_start(ap, fmt);
-	o = tool_vtext(true, fmt, ap);
-	va_end(ap);
-	return o;
 }
 
 /* Where the terminal sequence starting with ESC at s[i] ends (the index of its last byte),

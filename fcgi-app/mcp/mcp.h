@@ -71,7 +71,7 @@ json_object *mcp_tool_result(json_object *content, bool is_error);
 /* A result with one text block; mcp_tool_error: a failure the model can act on. */
 json_object *mcp_tool_text(bool is_error, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
-json_object *mcp_tool_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+#define mcp_tool_error(...) mcp_tool_text(true, __VA_ARGS__)
 /* {"type": "text", "text"}; {"type": "image", "data", "mimeType"}. */
 json_object *mcp_text(const char *text, size_t len);
 json_object *mcp_image(const char *base64, const char *mime);

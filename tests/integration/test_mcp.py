@@ -238,7 +238,7 @@ def test_output_streams_as_progress_notifications(mcp_stack):
     assert values == sorted(set(values)), values
     b = o["bashEvents"]
     assert "".join(e["message"] for e in b) == "one\ntwo\n", b
-    early = [e for e in b if e["t"] < o["bashResult"]["ms"] - 700]
+    early = [e for e in b if e["t"] < o["bashResult"]["ms"] - 500]
     assert "".join(e["message"] for e in early) == "one\n", (b, o["bashResult"])
 
 
