@@ -153,6 +153,18 @@ def test_nul_in_code_is_not_silently_cut(client, live):
     refused(r, 422, "input.command", "NUL")
 
 
+def test_a_key_holding_nul_cannot_stand_for_another(client, live):
+    # json-c would cut "code\u0000" to "code", the later of two equal keys winning: a reader
+    # of the body would see one program and paddock run another. Refused before anything runs.
+    raw = (b'{"tool": "code_execution", "input": {"code": "print(\'shown\')", '
+           b'"code\\u0000": "print(\'run\')"}}')
+    refused(post_exec(client, live, raw), 422, "NUL")
+    # A string read whole (the tool_use_id) with a NUL inside is not the string it looks like.
+    r = post_exec(client, live, {"tool": "code_execution", "input": {"code": "print(1)"},
+                                 "tool_use_id": "toolu_a\u0000b"})
+    refused(r, 422, "tool_use_id")
+
+
 def test_lone_surrogate_escape_is_not_a_5xx(client, live):
     # json-c decodes an escaped lone surrogate to U+FFFD: the cell runs with that character.
     r = post_exec(client, live, b'{"tool": "code_execution", "input": {"code": "print(\'\\ud800\')"}}')
