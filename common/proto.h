@@ -32,6 +32,8 @@ enum proto_stream {
 #define PROTO_HEADER_SIZE 5
 #define PROTO_MAX_PAYLOAD (32u << 20)
 #define PROTO_MAX_FDS 4
+/* The longest call_tag an exec may carry (the name cancel finds the call by). */
+#define PROTO_CALL_TAG_MAX 256
 
 /* One received frame; payload is owned by the frame. */
 typedef struct ProtoFrame {

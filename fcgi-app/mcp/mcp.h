@@ -50,8 +50,6 @@ enum {
 json_object *mcp_tools_list(void);
 /* Serve tools/call with params; answers the client itself. */
 void mcp_tools_call(McpCall *c, json_object *params);
-/* The longest rendered request id a call is named by for cancel (sessiond's bound). */
-#define MCP_CALL_TAG_MAX 256
 /* notifications/cancelled: interrupt the call with that request id in the call's session,
  * if it still runs. 0, or -1 after answering a failure (the session has ended). */
 int mcp_cancel(McpCall *c, json_object *request_id);

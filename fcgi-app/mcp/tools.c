@@ -11,6 +11,7 @@
 #include "cleanup.h"
 #include "json.h"
 #include "log.h"
+#include "proto.h"
 
 /* The catalog, as tools/list answers it. The descriptions are what a model reads. */
 static const char catalog[] =
@@ -142,7 +143,7 @@ static json_object *run_request(McpCall *c, const struct run_tool *t, json_objec
 	/* cancel finds the run by the request's id; one longer than sessiond keeps names a
 	 * call that cannot be cancelled (MCP sets no bound on ids). */
 	tag = rpc_id_text(c->id);
-	if (strlen(tag) <= MCP_CALL_TAG_MAX)
+	if (strlen(tag) <= PROTO_CALL_TAG_MAX)
 		json_set(req, "call_tag", json_object_new_string(tag));
 	if (t->cell)
 		json_set(req, "mode", json_object_new_string("cell"));

@@ -3,10 +3,8 @@
 #include <string.h>
 
 #include "cleanup.h"
+#include "proto.h"
 #include "run.h"
-
-/* A call's tag names it for cancel: the client's request id, rendered. */
-#define CALL_TAG_MAX 256
 
 /* The interpreter a tool names; false for a tool sessiond does not know. */
 static bool tool_kind(const char *tool, enum interp_kind *kind)
@@ -51,8 +49,9 @@ static json_object *exec_request(const Manager *m, const Session *s, json_object
 	er->stream = req_bool(req, "stream");
 	er->tag = req_string(req, "call_tag");
 	er->finish_on_hangup = req_bool(req, "finish_on_hangup");
-	if (er->tag && strlen(er->tag) > CALL_TAG_MAX)
-		return reply_error("invalid", "call_tag is longer than %d bytes", CALL_TAG_MAX);
+	if (er->tag && strlen(er->tag) > PROTO_CALL_TAG_MAX)
+		return reply_error("invalid", "call_tag is longer than %d bytes",
+				   PROTO_CALL_TAG_MAX);
 	/* A kernel-tier session serves Python through the IPython harness, an endpoint one
 	 * through the bridge to the operator's Jupyter Server. */
 	if (er->kind == INTERP_PYTHON && s->endpoint)

@@ -61,6 +61,7 @@
 
 #include "cleanup.h"
 #include "io.h"
+#include "json.h"
 #include "wsfs.h"
 #include "wsname.h"
 
@@ -507,15 +508,12 @@ static int parse_args(struct json_object *input, EditorArgs *a, const char **pat
 		*detail = "input must be an object";
 		return -EINVAL;
 	}
-	o = field(input, "command");
-	/* "create\u0000x" is no command, however strcmp reads it. */
-	if (!o || !json_object_is_type(o, json_type_string) ||
-	    (size_t)json_object_get_string_len(o) != strlen(json_object_get_string(o))) {
+	/* Read as a C string: "create\u0000x" is no command, however strcmp would read it. */
+	if (json_in_string(input, "command", &a->command, NULL) <= 0) {
 		*detail = "input.command must be one of view, create, str_replace, insert, "
 			  "undo_edit";
 		return -EINVAL;
 	}
-	a->command = json_object_get_string(o);
 	if (strcmp(a->command, "view") != 0 && strcmp(a->command, "create") != 0 &&
 	    strcmp(a->command, "str_replace") != 0 && strcmp(a->command, "insert") != 0 &&
 	    strcmp(a->command, "undo_edit") != 0) {
