@@ -218,7 +218,10 @@ def run_fcgi(build, bench_bin, execs):
 
 
 def finish(state, path):
+    keep = os.environ.get("PADDOCK_CALLGRIND_KEEP")
     try:
+        if keep:  # the raw profile, for callgrind_annotate --tree=caller
+            shutil.copy(path, keep)
         return parse(path)
     finally:
         shutil.rmtree(state, ignore_errors=True)

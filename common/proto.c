@@ -216,3 +216,134 @@ int proto_connect(const char *path, int reply_timeout_s)
 	}
 	return fd;
 }
+
+/* What a read asks the socket for beyond the frame in hand: a reply of any usual size. */
+#define READER_CHUNK 65536
+
+void proto_reader_reset(ProtoReader *rd)
+{
+	for (size_t i = 0; i < rd->nfds; i++)
+		close(rd->fds[i]);
+	free(rd->buf);
+	*rd = (ProtoReader){ .buf = NULL };
+}
+
+/* Room in rd->buf for want bytes in all. */
+static int reader_reserve(ProtoReader *rd, size_t want)
+{
+	uint8_t *grown;
+
+	if (rd->cap >= want)
+		return 0;
+	grown = realloc(rd->buf, want);
+	if (!grown)
+		return -ENOMEM;
+	rd->buf = grown;
+	rd->cap = want;
+	return 0;
+}
+
+/* One recvmsg() into the free end of rd->buf: bytes and descriptors kept in rd. */
+static int reader_fill(ProtoReader *rd, int fd)
+{
+	for (;;) {
+		union {
+			char buf[CMSG_SPACE(sizeof(int) * PROTO_MAX_FDS)];
+			struct cmsghdr align;
+		} cbuf;
+		struct iovec iov = { rd->buf + rd->len, rd->cap - rd->len };
+		struct msghdr msg = { .msg_iov = &iov,
+				      .msg_iovlen = 1,
+				      .msg_control = cbuf.buf,
+				      .msg_controllen = sizeof(cbuf.buf) };
+		ProtoFrame got = { .fds = { -1, -1, -1, -1 } };
+		ssize_t r = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -errno;
+		take_fds(&msg, &got);
+		for (size_t i = 0; i < got.nfds; i++) {
+			if (rd->nfds < PROTO_MAX_FDS)
+				rd->fds[rd->nfds++] = got.fds[i];
+			else
+				close(got.fds[i]);
+		}
+		if (r == 0)
+			return rd->len == 0 ? -ECONNRESET : -EPIPE;
+		rd->len += (size_t)r;
+		return 0;
+	}
+}
+
+/* Hand out the whole frame at the start of rd->buf (type, payload of n bytes). */
+static int reader_take(ProtoReader *rd, uint8_t type, size_t n, ProtoFrame *f)
+{
+	size_t total = PROTO_HEADER_SIZE + n;
+
+	f->payload = malloc(n + 1);
+	if (!f->payload)
+		return -ENOMEM;
+	memcpy(f->payload, rd->buf + PROTO_HEADER_SIZE, n);
+	f->payload[n] = '\0';
+	f->len = n;
+	f->type = type;
+	for (size_t i = 0; i < rd->nfds; i++)
+		f->fds[f->nfds++] = rd->fds[i];
+	rd->nfds = 0;
+	memmove(rd->buf, rd->buf + total, rd->len - total);
+	rd->len -= total;
+	/* A large frame's buffer goes back once it is handed out. */
+	if (rd->cap > 16 * READER_CHUNK && rd->len <= READER_CHUNK) {
+		uint8_t *small = realloc(rd->buf, READER_CHUNK);
+
+		if (small) {
+			rd->buf = small;
+			rd->cap = READER_CHUNK;
+		}
+	}
+	return 0;
+}
+
+bool proto_reader_ready(const ProtoReader *rd)
+{
+	const uint8_t *h = rd->buf;
+	size_t n;
+
+	if (rd->len < PROTO_HEADER_SIZE)
+		return false;
+	n = (uint32_t)h[0] | (uint32_t)h[1] << 8 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 24;
+	return !type_known(h[4]) || n > PROTO_MAX_PAYLOAD || rd->len >= PROTO_HEADER_SIZE + n;
+}
+
+int proto_reader_next(ProtoReader *rd, int fd, ProtoFrame *f)
+{
+	int r;
+
+	*f = (ProtoFrame){ .fds = { -1, -1, -1, -1 } };
+	for (;;) {
+		size_t need = PROTO_HEADER_SIZE;
+
+		if (rd->len >= PROTO_HEADER_SIZE) {
+			const uint8_t *h = rd->buf;
+			size_t n = (uint32_t)h[0] | (uint32_t)h[1] << 8 | (uint32_t)h[2] << 16 |
+				   (uint32_t)h[3] << 24;
+
+			if (!type_known(h[4]))
+				return -EBADMSG;
+			if (n > PROTO_MAX_PAYLOAD)
+				return -EMSGSIZE;
+			if (rd->len >= PROTO_HEADER_SIZE + n)
+				return reader_take(rd, h[4], n, f);
+			need = PROTO_HEADER_SIZE + n;
+		}
+		r = reader_reserve(rd,
+				   need > rd->len + READER_CHUNK ? need : rd->len + READER_CHUNK);
+		if (r < 0)
+			return r;
+		r = reader_fill(rd, fd);
+		if (r < 0)
+			return r;
+	}
+}

@@ -68,3 +68,22 @@ int proto_read_frame(int fd, ProtoFrame *f);
 
 /* Close received descriptors and free the payload. Accepts a zeroed frame. */
 void proto_frame_clear(ProtoFrame *f);
+
+/*
+ * A blocking reader that takes what the socket holds in one recvmsg() (a reply's header and
+ * payload together, usually) and keeps the rest for the next frame. Zero it to start;
+ * descriptors that came go with the next frame handed out.
+ */
+typedef struct ProtoReader {
+	uint8_t *buf;		/* bytes received, not yet handed out, from buf[0] */
+	size_t len, cap;	/* used and allocated bytes of buf */
+	int fds[PROTO_MAX_FDS]; /* descriptors received, not yet handed out */
+	size_t nfds;
+} ProtoReader;
+
+/* Whether a whole frame (or a bad header) waits in rd: the next call reads nothing. */
+bool proto_reader_ready(const ProtoReader *rd);
+/* The next frame, as proto_read_frame() reads one. */
+int proto_reader_next(ProtoReader *rd, int fd, ProtoFrame *f);
+/* Forget what was received (the connection is closed): free and close, and zero rd. */
+void proto_reader_reset(ProtoReader *rd);

@@ -3,7 +3,6 @@
 #include "server.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
@@ -160,9 +159,8 @@ static void *worker_main(void *arg)
 			}
 			continue;
 		}
-		/* libfcgi accepts without SOCK_CLOEXEC. */
-		if (w->req.ipcFd >= 0)
-			(void)fcntl(w->req.ipcFd, F_SETFD, FD_CLOEXEC);
+		/* libfcgi accepts without SOCK_CLOEXEC: the one program the worker starts
+		 * (probe.c) closes every descriptor above stderr as it starts instead. */
 		serve(w);
 		FCGX_Finish_r(&w->req);
 	}

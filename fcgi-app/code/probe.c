@@ -137,6 +137,8 @@ static int spawn_with_pipe(char *const argv[], int out_fd, char *extra, pid_t *p
 	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
 	posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
 	posix_spawn_file_actions_adddup2(&fa, out_fd, 2);
+	/* Nothing else of the worker's: its nginx connections are not close-on-exec. */
+	posix_spawn_file_actions_addclosefrom_np(&fa, 3);
 	posix_spawnattr_setsigmask(&at, &none);
 	posix_spawnattr_setsigdefault(&at, &dfl);
 	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);

@@ -24,9 +24,16 @@ int sessiond_client_init(SessiondClient *c, const char *runtime_dir, int64_t rep
 	return 0;
 }
 
-void sessiond_client_done(SessiondClient *c)
+/* Close the connection, and forget what it brought. */
+static void sessiond_disconnect(SessiondClient *c)
 {
 	c->fd = safe_close(c->fd);
+	proto_reader_reset(&c->rd);
+}
+
+void sessiond_client_done(SessiondClient *c)
+{
+	sessiond_disconnect(c);
 	free(c->sock_path);
 	c->sock_path = NULL;
 }
@@ -78,9 +85,9 @@ static int read_reply(SessiondClient *c, const SessiondStream *st, SessiondReply
 	int r;
 
 	for (;;) {
-		if (st && (r = wait_frame(c, st)) < 0)
+		if (st && !proto_reader_ready(&c->rd) && (r = wait_frame(c, st)) < 0)
 			return r;
-		r = proto_read_frame(c->fd, &f);
+		r = proto_reader_next(&c->rd, c->fd, &f);
 		if (r < 0)
 			return r == -EAGAIN ? -ETIMEDOUT : r;
 		if (f.type == PROTO_JSON)
@@ -143,7 +150,7 @@ static int call(SessiondClient *c, json_object *req, enum sessiond_retry retry,
 		}
 		r = proto_write_frame(c->fd, PROTO_JSON, s, len, NULL, 0);
 		if (r < 0) {
-			c->fd = safe_close(c->fd);
+			sessiond_disconnect(c);
 			if (may_retry && (r == -EPIPE || r == -ECONNRESET || r == -ENOTCONN))
 				continue;
 			return r;
@@ -153,7 +160,7 @@ static int call(SessiondClient *c, json_object *req, enum sessiond_retry retry,
 			sessiond_reply_clear(rep);
 			/* Closed, also when the call was abandoned: sessiond cancels a streamed run
 			 * whose connection goes. */
-			c->fd = safe_close(c->fd);
+			sessiond_disconnect(c);
 			/* EOF before any reply: the daemon restarted under a kept connection. */
 			if (may_retry && retry == SESSIOND_RETRY_ANY && r == -ECONNRESET)
 				continue;

@@ -8,6 +8,8 @@
 
 #include <json-c/json.h>
 
+#include "proto.h"
+
 #include "http/http.h"
 
 /* One per thread; the connection is kept open between requests. */
@@ -15,6 +17,7 @@ typedef struct SessiondClient {
 	char *sock_path;	 /* <runtime_dir>/sessiond.sock (owned) */
 	int fd;			 /* the connection, -1 when closed */
 	int64_t reply_timeout_s; /* how long a reply may take before we give up */
+	ProtoReader rd;		 /* what fd brought beyond the frames read so far */
 } SessiondClient;
 
 /* A reply from sessiond. */

@@ -165,19 +165,66 @@ int http_read_all(HttpReq *h, size_t max, char **ret, size_t *len)
 	return 0;
 }
 
+/* Head text built by appends: libfcgi's own printf formats each field through sprintf. */
+typedef struct Head {
+	char buf[1024];
+	size_t len;
+	bool overflow;
+} Head;
+
+static void head_add(Head *hd, const char *s)
+{
+	size_t n = strlen(s);
+
+	if (hd->len + n >= sizeof(hd->buf)) {
+		hd->overflow = true;
+		return;
+	}
+	memcpy(hd->buf + hd->len, s, n);
+	hd->len += n;
+}
+
+/* A non-negative decimal. */
+static void head_add_u64(Head *hd, uint64_t v)
+{
+	char d[24], *p = d + sizeof(d) - 1;
+
+	*p = '\0';
+	do
+		*--p = (char)('0' + v % 10);
+	while ((v /= 10) != 0);
+	head_add(hd, p);
+}
+
 int http_send_head(HttpReq *h, int status, const char *content_type, int64_t content_length,
 		   const char *extra)
 {
-	char len[64] = "";
+	Head hd = { .len = 0 };
 
 	if (h->status)
 		return -EALREADY;
 	h->status = status;
-	if (content_length >= 0)
-		snprintf(len, sizeof(len), "Content-Length: %" PRId64 "\r\n", content_length);
-	if (FCGX_FPrintF(h->fcgi->out, "Status: %d %s\r\n%s%s%s%s%s\r\n", status, reason(status),
-			 content_type ? "Content-Type: " : "", content_type ? content_type : "",
-			 content_type ? "\r\n" : "", len, extra ? extra : "") < 0)
+	head_add(&hd, "Status: ");
+	head_add_u64(&hd, (uint64_t)status);
+	head_add(&hd, " ");
+	head_add(&hd, reason(status));
+	head_add(&hd, "\r\n");
+	if (content_type) {
+		head_add(&hd, "Content-Type: ");
+		head_add(&hd, content_type);
+		head_add(&hd, "\r\n");
+	}
+	if (content_length >= 0) {
+		head_add(&hd, "Content-Length: ");
+		head_add_u64(&hd, (uint64_t)content_length);
+		head_add(&hd, "\r\n");
+	}
+	if (hd.overflow)
+		return -ENOBUFS;
+	/* extra may be long (a Link or an Allow list): written as it is. */
+	if (FCGX_PutStr(hd.buf, (int)hd.len, h->fcgi->out) != (int)hd.len ||
+	    (extra && http_write(h, extra, strlen(extra)) < 0) ||
+	    FCGX_PutStr("\r\n", 2, h->fcgi->out) != 2)
 		return fcgx_errno(h->fcgi->out);
 	return 0;
 }

@@ -6,12 +6,12 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "cleanup.h"
 #include "http/http.h"
 #include "json.h"
 #include "log.h"
+#include "random.h"
 
 #define IMAGE_MAX 255
 
@@ -158,18 +158,10 @@ static const struct tool tools[] = {
 static int make_tool_use_id(char out[9 + 24 + 1])
 {
 	unsigned char rnd[12];
-	size_t got = 0;
+	int r = random_bytes(rnd, sizeof(rnd));
 
-	while (got < sizeof(rnd)) {
-		ssize_t n = getrandom(rnd + got, sizeof(rnd) - got, 0);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		got += (size_t)n;
-	}
+	if (r < 0)
+		return r;
 	memcpy(out, "srvtoolu_", 9);
 	for (size_t i = 0; i < sizeof(rnd); i++)
 		snprintf(out + 9 + 2 * i, 3, "%02x", rnd[i]);

@@ -15,6 +15,7 @@
 /* One watched fd or timer. Freed lazily so a callback may remove its own source. */
 struct LoopSource {
 	int fd;		    /* watched fd; -1 for timers */
+	uint32_t events;    /* fds: the mask epoll has now */
 	bool is_timer;	    /* a timer in the heap */
 	uint64_t deadline;  /* timers: CLOCK_MONOTONIC nanoseconds */
 	uint64_t seq;	    /* timers: order added, first among equal deadlines */
@@ -183,7 +184,7 @@ int loop_add_fd(Loop *l, int fd, uint32_t events, loop_fd_cb cb, void *data, Loo
 
 	if (!s)
 		return -ENOMEM;
-	*s = (LoopSource){ .fd = fd, .fd_cb = cb, .data = data };
+	*s = (LoopSource){ .fd = fd, .events = events, .fd_cb = cb, .data = data };
 	r = add_source(l, s, events);
 	if (r < 0) {
 		free(s);
@@ -199,8 +200,12 @@ int loop_modify_fd(Loop *l, LoopSource *s, uint32_t events)
 {
 	struct epoll_event ev = { .events = events, .data.ptr = s };
 
+	/* Callers say what they want after each step; only a change costs a syscall. */
+	if (events == s->events)
+		return 0;
 	if (epoll_ctl(l->epfd, EPOLL_CTL_MOD, s->fd, &ev) < 0)
 		return -errno;
+	s->events = events;
 	return 0;
 }
 

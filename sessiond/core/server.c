@@ -47,6 +47,7 @@ struct Conn {
 	int out_fds[PROTO_MAX_FDS]; /* fds to attach to the first byte of out */
 	size_t out_nfds;
 	bool busy;	  /* a request is being handled */
+	bool mute_in;	  /* bytes came while busy: not watched until the reply */
 	bool closing;	  /* close once out is flushed */
 	bool dispatching; /* inside the request callback: defer frees */
 	bool dead;	  /* freed while dispatching; free on return */
@@ -85,8 +86,10 @@ static uint32_t conn_events(const Conn *c)
 {
 	uint32_t ev = EPOLLRDHUP;
 
-	/* Stop reading while a request is handled: one request at a time. */
-	if (!c->busy && !c->closing)
+	/* One request at a time, but readability stays watched while one is handled, so that
+	 * taking a request and answering it cost no epoll_ctl; bytes that come meanwhile mute
+	 * it until the reply (on_conn_event). */
+	if (!c->closing && !(c->busy && c->mute_in))
 		ev |= EPOLLIN;
 	if (c->out_off < c->out_len)
 		ev |= EPOLLOUT;
@@ -225,6 +228,7 @@ void conn_reply(Conn *c, struct json_object *reply, int *fds, size_t nfds)
 	}
 
 	c->busy = false;
+	c->mute_in = false;
 	r = conn_queue_frame(c, PROTO_JSON, NULL, 0, txt, len);
 	c->last_data = SIZE_MAX;
 	json_object_put(reply);
@@ -357,8 +361,13 @@ static void on_conn_event(Loop *l, int fd, uint32_t events, void *data)
 	if ((events & EPOLLOUT) && !conn_flush(c))
 		return;
 	if (events & EPOLLIN) {
-		conn_read(c);
-		return;
+		if (!c->busy) {
+			conn_read(c);
+			return;
+		}
+		/* More while a request is in hand: it waits in the socket, unwatched. */
+		c->mute_in = true;
+		loop_modify_fd(c->srv->loop, c->src, conn_events(c));
 	}
 	/* Peer shut down its side while we still owe a reply: finish the reply, then close. */
 	if (events & EPOLLRDHUP) {

@@ -8,13 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "cleanup.h"
 #include "log.h"
 #include "schema.h"
+#include "random.h"
 
 struct Store {
 	sqlite3 *db; /* the connection; the daemon is its only writer */
@@ -447,7 +447,7 @@ int store_file_id(Store *s, const char *session_id, const char *path, char *out,
 	r = lookup_file_id(s, session_id, path, out, outlen);
 	if (r != -ENOENT)
 		return r;
-	if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
+	if (random_bytes(rnd, sizeof(rnd)) < 0)
 		return -EIO;
 	if (outlen < 5 + 2 * sizeof(rnd) + 1)
 		return -ENOBUFS;

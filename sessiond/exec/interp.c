@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,6 +21,7 @@
 #include "proto.h"
 #include "run.h"
 #include "sandbox_layout.h"
+#include "random.h"
 
 #define READ_CHUNK 65536
 #define READS_PER_EVENT 16    /* bound one stream's share of a loop iteration */
@@ -192,17 +192,28 @@ void drain_all(Interp *ip)
 }
 
 /*
- * What the loop watches the control socket for: a reply only while a request waits for
- * one (what user code writes on the socket meanwhile stays in the socket, costing the
- * daemon nothing), writability only while a request is still being sent. Hang-ups are
- * reported whatever the mask.
+ * What the loop watches the control socket for: writability only while a request is still
+ * being sent; readability while a request waits for its reply, and after it until bytes
+ * come that nothing waits for (ctl_mute), so that a call costs no epoll_ctl. What user
+ * code writes on the socket between calls thus costs the daemon one read, then stays in
+ * the socket. Hang-ups are reported whatever the mask.
  */
 void ctl_watch(Interp *ip)
 {
-	uint32_t want = (ip->expect_id ? EPOLLIN : 0) | (ip->wbuf ? EPOLLOUT : 0);
+	uint32_t keep = ip->ctl_events & EPOLLIN;
+	uint32_t want = (ip->expect_id ? EPOLLIN : keep) | (ip->wbuf ? EPOLLOUT : 0);
 
 	if (want != ip->ctl_events && ip->ctl_src &&
 	    loop_modify_fd(ip->s->m->loop, ip->ctl_src, want) == 0)
+		ip->ctl_events = want;
+}
+
+/* Bytes came that no request waits for: stop reading the socket until the next request. */
+static void ctl_mute(Interp *ip)
+{
+	uint32_t want = ip->wbuf ? EPOLLOUT : 0;
+
+	if (ip->ctl_src && loop_modify_fd(ip->s->m->loop, ip->ctl_src, want) == 0)
 		ip->ctl_events = want;
 }
 
@@ -370,8 +381,10 @@ static void interp_read_ctl(Interp *ip)
 			ip->ctl_src = loop_remove(ip->s->m->loop, ip->ctl_src);
 			return;
 		}
-		if (!ip->expect_id)
-			continue;
+		if (!ip->expect_id) {
+			ctl_mute(ip);
+			return;
+		}
 		if (ip->line_len + (size_t)n > max) {
 			log_warn("SESSION_ID=%s interpreter reply longer than reply_max_bytes: "
 				 "restarting it",
@@ -388,6 +401,9 @@ static void interp_read_ctl(Interp *ip)
 			return;
 		if (ip->line_len == 0 && ip->line_cap > LINE_KEEP_BYTES)
 			line_release(ip);
+		/* A short read emptied the socket: no need for a read to say EAGAIN. */
+		if ((size_t)n < sizeof(buf))
+			return;
 	}
 }
 
@@ -398,7 +414,7 @@ uint64_t interp_request_id(void)
 	/* Random, not counted: a session's code sees its own ids, and must learn nothing of
 	 * how busy the node is from them, nor guess the next. */
 	while (id == 0)
-		if (getrandom(&id, sizeof(id), 0) != sizeof(id))
+		if (random_bytes(&id, sizeof(id)) < 0)
 			id = (uint64_t)now_ms();
 	return id & ((UINT64_C(1) << 53) - 1);
 }

@@ -12,13 +12,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "cleanup.h"
 #include "httpc/httpc.h"
 #include "log.h"
 #include "run.h"
 #include "utf8.h"
+#include "random.h"
 
 #define TOOL_NAME_MAX 64
 #define TOOL_DOC_MAX 8192
@@ -435,7 +435,7 @@ static void call_id_make(char *out)
 {
 	uint8_t rnd[16] = { 0 };
 
-	if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
+	if (random_bytes(rnd, sizeof(rnd)) < 0)
 		memset(rnd, 0, sizeof(rnd));
 	memcpy(out, "ptc_", 4);
 	for (size_t i = 0; i < sizeof(rnd); i++)

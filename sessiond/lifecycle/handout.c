@@ -3,12 +3,12 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "lifecycle.h"
 #include "log.h"
 #include "runtimes.h"
 #include "session/tenant.h"
+#include "random.h"
 
 /* Whether a create is the code plane's. */
 bool req_is_code(json_object *req)
@@ -26,7 +26,7 @@ static int session_id_new(const char *node, char *out, size_t outlen)
 	uint8_t rnd[22];
 	size_t n;
 
-	if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
+	if (random_bytes(rnd, sizeof(rnd)) < 0)
 		return -EIO;
 	n = (size_t)snprintf(out, outlen, "%s-", node);
 	if (n + sizeof(rnd) + 1 > outlen)

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/random.h>
 
 #include "exec/exec.h"
 #include "lifecycle.h"
@@ -14,6 +13,7 @@
 #include "runtimes.h"
 #include "session/tenant.h"
 #include "workspace/editor.h"
+#include "random.h"
 
 #define POOL_PACE_MS 20		    /* no build this soon after a hand-over */
 #define BUILD_FAILURES_MAX 3	    /* builds failed in a row before waiting creates give up */
@@ -214,7 +214,7 @@ static int pool_rid(char *out, size_t len)
 {
 	uint8_t rnd[8];
 
-	if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
+	if (random_bytes(rnd, sizeof(rnd)) < 0)
 		return -EIO;
 	snprintf(out, len, "w%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2], rnd[3],
 		 rnd[4], rnd[5], rnd[6], rnd[7]);

@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/openat2.h>
@@ -11,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/random.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -22,6 +22,7 @@
 #include "kernel_features.h"
 #include "sandbox_layout.h"
 #include "wsname.h"
+#include "random.h"
 
 /* openat2() answers -EAGAIN when a rename raced with a ".." lookup; it is safe to retry. */
 #define WS_OPEN_TRIES 8
@@ -292,7 +293,7 @@ static int random_name(char *name, size_t len)
 {
 	unsigned long long v;
 
-	if (getrandom(&v, sizeof(v), 0) != sizeof(v))
+	if (random_bytes(&v, sizeof(v)) < 0)
 		return -EIO;
 	if ((size_t)snprintf(name, len, ".paddock-%016llx", v) >= len)
 		return -ENAMETOOLONG;
@@ -385,12 +386,13 @@ struct Walk {
 	const struct timespec *since; /* if set, only files modified at or after it count */
 	bool truncated;		      /* left something out: max, budget, depth, length */
 	void *userdata;		      /* for visit() */
-	char path[WSFS_API_PATH_MAX]; /* the current path, workspace-relative, in API form */
 	/* Called for each regular file accepted; < 0 aborts the walk. */
 	int (*visit)(Walk *w, const char *path, const struct stat *st);
 	DIR *dirs[WS_WALK_MAX_DEPTH];	/* the directories open, the one being read last */
 	size_t lens[WS_WALK_MAX_DEPTH]; /* the length of path at each */
 	unsigned depth;			/* how many are open */
+	/* Last, and not zeroed (scan_new): 20 KiB a call would clear for nothing. */
+	char path[WSFS_API_PATH_MAX]; /* the current path, workspace-relative, in API form */
 };
 
 /* Open the directory dfd (ownership taken) below the others; path[0..len) names it. */
@@ -608,12 +610,22 @@ bool wsfs_change_same(const WsfsChange *a, const WsfsChange *b)
 
 /* A walk for wsfs_scan_list() or wsfs_scan_changes(), and what it has found so far. */
 struct WsfsScan {
-	Walk w;
 	bool list;		 /* a listing (arr) rather than changes (changed) */
 	struct json_object *arr; /* list: {path, size_bytes, modified_at, mime_type} */
 	Changed changed;	 /* changes: the files modified since */
 	struct timespec since;	 /* changes: from when */
+	Walk w;			 /* last: its path buffer ends the struct */
 };
+
+/* A scan with every field zero but the walk's path buffer, which walk_start() sets. */
+static WsfsScan *scan_new(void)
+{
+	WsfsScan *sc = malloc(sizeof(*sc));
+
+	if (sc)
+		memset(sc, 0, offsetof(WsfsScan, w.path));
+	return sc;
+}
 
 WsfsScan *wsfs_scan_free(WsfsScan *sc)
 {
@@ -628,7 +640,7 @@ WsfsScan *wsfs_scan_free(WsfsScan *sc)
 
 int wsfs_scan_list(int ws_fd, const char *rel, size_t max, WsfsScan **ret)
 {
-	WsfsScan *sc = calloc(1, sizeof(*sc));
+	WsfsScan *sc = scan_new();
 	int r;
 
 	if (!sc || !(sc->arr = json_object_new_array())) {
@@ -650,7 +662,7 @@ int wsfs_scan_list(int ws_fd, const char *rel, size_t max, WsfsScan **ret)
 
 int wsfs_scan_changes(int ws_fd, const struct timespec *since, size_t max, WsfsScan **ret)
 {
-	WsfsScan *sc = calloc(1, sizeof(*sc));
+	WsfsScan *sc = scan_new();
 	int r;
 
 	if (!sc)

@@ -2,10 +2,13 @@
 /*
  * Fuzz target: the internal frame decoder (proto_frame_parse), the request decoding
  * sessiond does on each frame (json-c under the same depth limit, an object or the
- * connection is dropped), and the worker's blocking reader (proto_read_frame) over a
- * socketpair. The input is a stream of frames as a peer would send them.
+ * connection is dropped), and the two blocking readers (proto_read_frame, and the worker's
+ * buffered proto_reader_next, which must agree frame for frame) over a socketpair. The
+ * input is a stream of frames as a peer would send them.
  */
 #include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -80,33 +83,68 @@ static void decode_stream(const uint8_t *data, size_t size)
 	}
 }
 
-/* The worker's reader: the whole input sent down a socketpair, then EOF. */
-static void read_stream(const uint8_t *data, size_t size)
+/* What a reader made of a stream: its frames (type, length, a sum of the payload) and how
+ * it ended. */
+typedef struct ReadLog {
+	size_t frames;
+	uint64_t sums[64];
+	int end;
+} ReadLog;
+
+static void log_frame(ReadLog *lg, const ProtoFrame *f)
 {
+	uint64_t sum = (uint64_t)f->type << 56 | (uint64_t)f->len << 24;
+
+	for (size_t i = 0; i < f->len; i++)
+		sum = sum * 31 + (uint8_t)f->payload[i];
+	if (lg->frames < sizeof(lg->sums) / sizeof(lg->sums[0]))
+		lg->sums[lg->frames] = sum;
+	lg->frames++;
+}
+
+/* The whole input sent down a socketpair, then EOF, read by the one-frame reader (buffered
+ * false) or by the worker's buffered one. */
+static void read_stream(const uint8_t *data, size_t size, bool buffered, ReadLog *lg)
+{
+	ProtoReader rd = { .buf = NULL };
 	int sv[2];
 	ProtoFrame f;
-	size_t frames = 0;
 	int r;
 
-	/* Beyond the socket buffer a blocking write would wait for a reader. */
-	if (size > 64 * 1024)
-		return;
 	FUZZ_ASSERT(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
 	if (size)
 		FUZZ_ASSERT(write(sv[1], data, size) == (ssize_t)size);
 	close(sv[1]);
-	while ((r = proto_read_frame(sv[0], &f)) == 0) {
+	while ((r = buffered ? proto_reader_next(&rd, sv[0], &f) : proto_read_frame(sv[0], &f)) ==
+	       0) {
 		FUZZ_ASSERT(f.type == PROTO_JSON || f.type == PROTO_DATA);
 		FUZZ_ASSERT(f.payload && f.payload[f.len] == '\0' && f.nfds == 0);
+		log_frame(lg, &f);
 		proto_frame_clear(&f);
-		frames++;
 	}
 	FUZZ_ASSERT(r == -ECONNRESET || r == -EPIPE || r == -EBADMSG || r == -EMSGSIZE ||
 		    r == -ENOMEM);
 	/* A zeroed frame was left behind on failure. */
 	FUZZ_ASSERT(!f.payload && f.nfds == 0);
-	FUZZ_ASSERT(r != -ECONNRESET || size == 0 || frames > 0);
+	FUZZ_ASSERT(r != -ECONNRESET || size == 0 || lg->frames > 0);
+	lg->end = r;
+	proto_reader_reset(&rd);
 	close(sv[0]);
+}
+
+/* Both readers see the same frames and end the same way. */
+static void read_both(const uint8_t *data, size_t size)
+{
+	ReadLog one = { 0 }, buffered = { 0 };
+
+	/* Beyond the socket buffer a blocking write would wait for a reader. */
+	if (size > 64 * 1024)
+		return;
+	read_stream(data, size, false, &one);
+	read_stream(data, size, true, &buffered);
+	FUZZ_ASSERT(one.frames == buffered.frames && one.end == buffered.end);
+	for (size_t i = 0; i < one.frames && i < sizeof(one.sums) / sizeof(one.sums[0]); i++)
+		FUZZ_ASSERT(one.sums[i] == buffered.sums[i]);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -114,7 +152,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint8_t hdr[PROTO_HEADER_SIZE];
 
 	decode_stream(data, size);
-	read_stream(data, size);
+	read_both(data, size);
 
 	/* Encoding and parsing agree on a header made from the input's first bytes. */
 	if (size >= 5) {

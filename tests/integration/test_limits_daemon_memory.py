@@ -3,10 +3,13 @@
 can reach of the daemon: the harness's control socket (fd 63 in the Python harness,
 where user code runs in the harness's own process) during a call and between calls,
 and stdout and stderr far past the output cap. sessiond's resident memory stays within
-a few MiB of what it was before, and stats' session_buffer_bytes, every byte it keeps
-for sessions' interpreters, goes back to nearly nothing."""
+a few MiB of what it was before, stats' session_buffer_bytes, every byte it keeps
+for sessions' interpreters, goes back to nearly nothing, and floods between calls cost
+it next to no CPU."""
 
+import os
 import threading
+import time
 
 import pytest
 
@@ -54,6 +57,12 @@ def rss_kib(pid):
     raise AssertionError("no VmRSS")
 
 
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @pytest.fixture(scope="module")
 def mstack(stacks):
     return stacks.get("daemon-memory", {"PADDOCK_POOL_SIZE": "0"})
@@ -75,6 +84,12 @@ def test_floods_leave_the_daemon_as_it_was(mstack):
     for sid in sids:
         assert client.run(sid, FLOOD_BETWEEN_CALLS).stdout == "flooding\n"
     during = max(rss_kib(pid) for _ in range(20))
+    # Nor its CPU: what comes on a control socket while nothing waits costs one read, then
+    # the socket is no longer watched until the next call.
+    cpu0 = cpu_seconds(pid)
+    time.sleep(2)
+    flood_cpu = cpu_seconds(pid) - cpu0
+    assert flood_cpu < 0.2, f"sessiond spent {flood_cpu:.2f} s of CPU in 2 s of floods between calls"
     # Under ASan every allocation and free of the calls themselves sits in quarantine, so
     # resident memory says nothing there: the buffers' own count does (and LeakSanitizer).
     if not ps.sanitized_build():
