@@ -39,7 +39,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_DIR = os.path.dirname(HERE)
 # The tree keeps the latest run of every row, as latest.{md,json,png}.
 LATEST_DIR = os.path.join(HERE, "results")
-ALL_ROWS = "1,2,2r,3,4,5,6,7,8"
+ALL_ROWS = "1,2,2i,2r,3,4,5,6,7,8"
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 
 
@@ -682,6 +682,43 @@ class Bench:
         self.add_row(row="2", what="DestroySession (pooled / cold)", unit="ms", n=pd["n"],
                      median=pd["median"] / ms, p99=pd["p99"] / ms,
                      note=f"cold stack: median {cd['median'] / ms:.2f} ms, p99 {cd['p99'] / ms:.2f} ms")
+
+    # -- row 2i: a data task's first cell in a session just taken from the pool
+
+    FIRST_IMPORT = "import numpy, pandas, matplotlib.pyplot\nprint(1)"
+
+    def row_first_import(self, cycles=8):
+        """Create from a full pool, import the data stack, destroy: the import's time, against
+        the same import in a fresh interpreter outside any sandbox (what a session pays when
+        its interpreter holds nothing preloaded)."""
+        self.section("2i. first `import numpy, pandas, matplotlib.pyplot` in a pooled session")
+        body = {"tool": "code_execution", "input": {"code": self.FIRST_IMPORT}}
+        target = self.stats(self.stack).get("pool_target") or 0
+        times = []
+        for _ in range(cycles):
+            if target:
+                self.wait_pool_started(self.stack, target)
+            sid = self.http.create()
+            t0 = time.perf_counter_ns()
+            out = self.http.exec(sid, body)
+            times.append(time.perf_counter_ns() - t0)
+            self.http.destroy(sid)
+            assert b'"1\\n"' in out, out[:300]
+        self.samples["first import|pool"] = times
+        fresh, _ = self.pdload("spawn", "-n", cycles, "-t", 120, "--warmup", 1, "--",
+                               "/usr/bin/python3", "-I", "-S", "-c",
+                               "import numpy, pandas, matplotlib.pyplot",
+                               key="fresh interpreter: import")
+        st, fs = stats_us(times), stats_us(self.samples["fresh interpreter: import"])
+        ms = 1e3
+        self.add_row(row="2i", what="first import numpy, pandas, matplotlib.pyplot, pooled session",
+                     unit="ms", n=st["n"], median=st["median"] / ms, p99=st["p99"] / ms,
+                     peer="python3 -I -S -c 'import ...', no sandbox",
+                     peer_median=fs["median"] / ms, peer_p99=fs["p99"] / ms,
+                     ratio_median=st["median"] / fs["median"], ratio_p99=st["p99"] / fs["p99"],
+                     target="<= 20 ms", errors=fresh["errors"],
+                     note="each from a full pool; the peer is a whole interpreter's start and "
+                          "import, the call is the import alone in a started one")
 
     def wait_pool_started(self, stack, want, timeout=180):
         deadline = time.monotonic() + timeout
@@ -1483,7 +1520,8 @@ def main():
     t0 = time.monotonic()
     try:
         bench.start()
-        for key, fn in (("1", bench.row_latency), ("2", bench.row_create), ("2r", bench.row_refill), ("3", bench.row_throughput),
+        for key, fn in (("1", bench.row_latency), ("2", bench.row_create), ("2i", bench.row_first_import),
+                        ("2r", bench.row_refill), ("3", bench.row_throughput),
                         ("4", bench.row_density), ("5", bench.row_files), ("6", bench.row_callgrind),
                         ("7", bench.row_code_tiers), ("8", bench.row_workspace_io)):
             if key in rows:

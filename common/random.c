@@ -49,3 +49,24 @@ int random_bytes(void *buf, size_t len)
 	}
 	return 0;
 }
+
+int random_hex(char *out, size_t n)
+{
+	static const char digits[] = "0123456789abcdef";
+	unsigned char b[64];
+
+	while (n > 0) {
+		size_t k = n < sizeof(b) ? n : sizeof(b);
+		int r = random_bytes(b, k);
+
+		if (r < 0)
+			return r;
+		for (size_t i = 0; i < k; i++) {
+			*out++ = digits[b[i] >> 4];
+			*out++ = digits[b[i] & 15];
+		}
+		n -= k;
+	}
+	*out = '\0';
+	return 0;
+}

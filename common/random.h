@@ -11,3 +11,6 @@
  * (no paddock child does: they exec at once).
  */
 int random_bytes(void *buf, size_t len);
+
+/* n random bytes as 2n lowercase hex digits and a NUL, into out (2n + 1 bytes): 0 or -errno. */
+int random_hex(char *out, size_t n);

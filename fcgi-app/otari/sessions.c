@@ -157,15 +157,8 @@ static const struct tool tools[] = {
 /* srvtoolu_ and 24 lowercase hex digits from the kernel's CSPRNG. */
 static int make_tool_use_id(char out[9 + 24 + 1])
 {
-	unsigned char rnd[12];
-	int r = random_bytes(rnd, sizeof(rnd));
-
-	if (r < 0)
-		return r;
 	memcpy(out, "srvtoolu_", 9);
-	for (size_t i = 0; i < sizeof(rnd); i++)
-		snprintf(out + 9 + 2 * i, 3, "%02x", rnd[i]);
-	return 0;
+	return random_hex(out + 9, 12);
 }
 
 /* Validate tool, input and timeout into the sessiond request; answers and returns -1 on error. */

@@ -441,19 +441,16 @@ static int lookup_file_id(Store *s, const char *sid, const char *path, char *out
 
 int store_file_id(Store *s, const char *session_id, const char *path, char *out, size_t outlen)
 {
-	uint8_t rnd[12];
 	int r;
 
 	r = lookup_file_id(s, session_id, path, out, outlen);
 	if (r != -ENOENT)
 		return r;
-	if (random_bytes(rnd, sizeof(rnd)) < 0)
-		return -EIO;
-	if (outlen < 5 + 2 * sizeof(rnd) + 1)
+	if (outlen < 5 + 2 * 12 + 1)
 		return -ENOBUFS;
 	memcpy(out, "file_", 5);
-	for (size_t i = 0; i < sizeof(rnd); i++)
-		snprintf(out + 5 + 2 * i, 3, "%02x", rnd[i]);
+	if (random_hex(out + 5, 12) < 0)
+		return -EIO;
 	r = cached(s, &s->file_insert,
 		   "INSERT INTO files (file_id, session_id, path) VALUES (?,?,?)");
 	if (r < 0)

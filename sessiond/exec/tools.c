@@ -433,13 +433,9 @@ static bool tool_known(const ToolSet *t, const char *name)
 
 static void call_id_make(char *out)
 {
-	uint8_t rnd[16] = { 0 };
-
-	if (random_bytes(rnd, sizeof(rnd)) < 0)
-		memset(rnd, 0, sizeof(rnd));
 	memcpy(out, "ptc_", 4);
-	for (size_t i = 0; i < sizeof(rnd); i++)
-		snprintf(out + 4 + 2 * i, 3, "%02x", rnd[i]);
+	if (random_hex(out + 4, 16) < 0)
+		snprintf(out + 4, 33, "%032d", 0);
 }
 
 /* Start the HTTP call of a checked call; false when it could not start. */
