@@ -39,6 +39,27 @@ def tree(root, kids):
     return out
 
 
+def pid_namespaces():
+    """{pid namespace: [pid, ...]} of every live process, as /proc/<pid>/ns/pid names it."""
+    spaces = {}
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                spaces.setdefault(os.readlink(f"/proc/{p}/ns/pid"), []).append(int(p))
+            except OSError:
+                pass
+    return spaces
+
+
+def sandbox_members(init_pid, spaces):
+    """Every process of the sandbox whose init is init_pid: its pid namespace's, which
+    holds interpreters forked into it from outside (the Python template) as well."""
+    try:
+        return spaces.get(os.readlink(f"/proc/{init_pid}/ns/pid"), [init_pid])
+    except OSError:
+        return [init_pid]
+
+
 def cpu_seconds(pid):
     """User + system CPU of a process (all its threads) so far; 0 once it is gone."""
     fields = stat_fields(pid)

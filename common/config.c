@@ -62,6 +62,8 @@ static const struct setting settings[] = {
 	S("worker_user", worker_user, "paddock"),
 	S("socket_group", socket_group, "paddock"),
 	S("python_bin", python_bin, "/usr/bin/python3"),
+	B("python_template", python_template, "true"),
+	S("preload_modules", preload_modules, "numpy,pandas,matplotlib.pyplot"),
 	S("bash_bin", bash_bin, "/bin/bash"),
 	S("node_bin", node_bin, "/usr/bin/node"),
 	I("threads", threads, "0", 0, 4096),
@@ -304,12 +306,44 @@ static int check_workspace_backend(const PaddockConfig *c, char *err, size_t err
 	return -EINVAL;
 }
 
+/* preload_modules: dotted Python names, comma-separated; the template imports them. */
+static int check_preload_modules(const PaddockConfig *c, char *err, size_t errlen)
+{
+	bool start = true;
+
+	for (const char *p = c->preload_modules; *p; p++) {
+		char ch = *p;
+		bool letter = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || ch == '_';
+		bool digit = ch >= '0' && ch <= '9';
+
+		if (ch == ',' || ch == '.') {
+			if (start)
+				goto bad;
+			start = true;
+		} else if (letter || (digit && !start)) {
+			start = false;
+		} else {
+			goto bad;
+		}
+	}
+	if (start && c->preload_modules[0])
+		goto bad;
+	return 0;
+bad:
+	snprintf(err, errlen,
+		 "preload_modules: expected module names separated by commas, got '%s'",
+		 c->preload_modules);
+	return -EINVAL;
+}
+
 static int check_relations(PaddockConfig *c, char *err, size_t errlen)
 {
 	int r = check_workspace_backend(c, err, errlen);
 
 	if (r == 0)
 		r = check_memory_room(c, err, errlen);
+	if (r == 0)
+		r = check_preload_modules(c, err, errlen);
 
 	if (r < 0)
 		return r;

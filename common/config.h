@@ -55,6 +55,8 @@ typedef struct PaddockConfig {
 
 	/* runtimes */
 	char *python_bin;
+	bool python_template;  /* fork sessions' Python from a preloaded template process */
+	char *preload_modules; /* comma-separated modules the template imports */
 	char *bash_bin;
 	char *node_bin;
 

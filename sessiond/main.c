@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -35,17 +36,34 @@ typedef struct Daemon {
 	LoopSource *sig_src;
 } Daemon;
 
+/*
+ * Sandboxes' inits are our children, their exit seen through pidfds; so are interpreters
+ * forked from the Python template (we are their subreaper), whose exit status the run
+ * reports: each exited child is looked at before it is reaped, and one the manager
+ * watches is handed to it, which reaps it with its status.
+ */
+static void reap_children(Daemon *d)
+{
+	for (;;) {
+		siginfo_t si = { 0 };
+
+		if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) < 0 || si.si_pid == 0)
+			return;
+		if (d->mgr)
+			manager_child_exited(d->mgr, si.si_pid);
+		waitpid(si.si_pid, NULL, WNOHANG);
+	}
+}
+
 static void on_signal(Loop *l, int fd, uint32_t events, void *data)
 {
 	struct signalfd_siginfo si;
+	Daemon *d = data;
 
 	(void)events;
-	(void)data;
 	while (read(fd, &si, sizeof(si)) == sizeof(si)) {
 		if (si.ssi_signo == SIGCHLD) {
-			/* Sandboxes' inits are our children; their exit is seen through pidfds. */
-			while (waitpid(-1, NULL, WNOHANG) > 0)
-				;
+			reap_children(d);
 			continue;
 		}
 		log_info("signal %u: shutting down", si.ssi_signo);
@@ -197,6 +215,10 @@ int main(int argc, char **argv)
 		d.cfg.pool_size = 0;
 		d.cfg.end_sessions = true;
 	}
+	/* Interpreters forked from the Python template outlive the child that forked them:
+	 * they become ours, so that we reap them and know how they ended. */
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0)
+		log_warn("cannot become a child subreaper: %m");
 	r = loop_new(&d.loop);
 	if (r == 0)
 		r = setup_signals(&d);

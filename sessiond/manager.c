@@ -220,6 +220,7 @@ int manager_new(const PaddockConfig *cfg, Loop *loop, int lock_wait_ms, Manager 
 	r = httpc_new(loop, &m->httpc);
 	if (r < 0)
 		goto fail;
+	template_start(m);
 	adopt_or_clean(m);
 	r = loop_add_timer(loop, (uint64_t)cfg->reclaim_interval_ms, on_reclaim, m, &m->reclaim);
 	if (r < 0)
@@ -230,6 +231,11 @@ int manager_new(const PaddockConfig *cfg, Loop *loop, int lock_wait_ms, Manager 
 fail:
 	manager_free(m);
 	return r;
+}
+
+void manager_child_exited(Manager *m, pid_t pid)
+{
+	interp_child_exited(m, pid);
 }
 
 Manager *manager_free(Manager *m)
@@ -247,6 +253,7 @@ Manager *manager_free(Manager *m)
 		session_destroy(m->sessions, "shutdown");
 	create_free_all(m);
 	pool_free_all(m);
+	template_free(m);
 	m->httpc = httpc_free(m->httpc);
 	zombies_drain(m);
 	session_index_free(m);

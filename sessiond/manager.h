@@ -16,6 +16,10 @@ int manager_new(const PaddockConfig *cfg, Loop *loop, int lock_wait_ms, Manager 
 /* Destroy every session (waiting for their sandboxes to go) and free. */
 Manager *manager_free(Manager *m);
 
+/* A child of the daemon exited (SIGCHLD names it): handled if it is an interpreter the
+ * daemon watches, before the reaper that collects every other child. */
+void manager_child_exited(Manager *m, pid_t pid);
+
 /* dispatch.c: the server callbacks (data is the Manager) */
 void manager_handle_request(void *m, Conn *c, struct json_object *req);
 void manager_conn_closed(void *m, Conn *c);

@@ -73,6 +73,10 @@ static void on_spawned(Session *s, const struct init_msg *msg, int *fds, size_t 
 		return;
 	}
 	interp_attach(s, msg->tag, msg->pid, fds);
+	/* Not init's child: its exit is seen through its pidfd (without a status, the daemon
+	 * that was its parent having gone). */
+	if (msg->status == INIT_SPAWNED_ADOPTED && s->interps[msg->tag].state != INTERP_DEAD)
+		interp_watch_exit(&s->interps[msg->tag]);
 }
 
 static int exit_code(int status)

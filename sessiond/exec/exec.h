@@ -45,6 +45,15 @@ size_t interp_buffered_bytes(const Interp *ip);
 /* Send init a message (and its blob) on s's control socket, numbered. */
 int init_send(Session *s, struct init_msg *msg, const char *blob, size_t bloblen);
 
+/* template.c: start the Python template when configured (a failure is logged: Python
+ * then starts without it); free it and stop its process. */
+int template_start(Manager *m);
+void template_free(Manager *m);
+
+/* A child of the daemon exited (SIGCHLD): an interpreter whose exit is watched through
+ * its pidfd is handled, and reaped, now, so that no other reaper takes its status. */
+void interp_child_exited(Manager *m, pid_t host_pid);
+
 /* events.c */
 /* The loop's handler of init's control socket (data is the Session). */
 void init_on_event(Loop *l, int fd, uint32_t events, void *data);

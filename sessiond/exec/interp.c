@@ -40,6 +40,7 @@ void interp_close(Interp *ip)
 {
 	Loop *l = ip->s->m->loop;
 
+	ip->tmpl_seq = 0; /* an answer of the template that comes is dropped */
 	ip->ctl_src = loop_remove(l, ip->ctl_src);
 	ip->out_src = loop_remove(l, ip->out_src);
 	ip->err_src = loop_remove(l, ip->err_src);
@@ -524,8 +525,7 @@ static void on_host_exit(Loop *l, int fd, uint32_t events, void *data)
 	ip->s->m->events->interp_exited(ip->s, ip->kind, ip->ns_pid, status);
 }
 
-/* Ask init to start it: INIT_SPAWNED attaches it. */
-static int interp_spawn_in_sandbox(Session *s, enum interp_kind kind)
+const char *const *interp_sandbox_env(void)
 {
 	static const char *const env[] = {
 		"PATH=" SANDBOX_PATH,
@@ -538,6 +538,14 @@ static int interp_spawn_in_sandbox(Session *s, enum interp_kind kind)
 		"TERM=dumb",
 		NULL,
 	};
+
+	return env;
+}
+
+/* Ask init to start it: INIT_SPAWNED attaches it. */
+int interp_spawn_by_init(Session *s, enum interp_kind kind)
+{
+	const char *const *env = interp_sandbox_env();
 	char *const *argv = s->m->argv[kind];
 	struct init_msg msg = { .op = INIT_SPAWN, .tag = (uint32_t)kind };
 	char blob[4096];
@@ -559,28 +567,72 @@ static int interp_spawn_in_sandbox(Session *s, enum interp_kind kind)
 	return 0;
 }
 
-/* The endpoint bridge: forked here, attached at once, its exit watched through its pidfd. */
-static int interp_spawn_on_host(Session *s, enum interp_kind kind)
+void interp_watch_exit(Interp *ip)
 {
-	Interp *ip = &s->interps[kind];
-	pid_t pid;
-	int fds[4], r;
+	int r = loop_add_fd(ip->s->m->loop, ip->pidfd, EPOLLIN, on_host_exit, ip, &ip->pid_src);
 
-	r = host_interp_spawn(s, kind, &pid, fds);
 	if (r < 0)
-		return r;
-	ip->state = INTERP_STARTING;
-	interp_attach(s, kind, pid, fds);
-	if (ip->state == INTERP_DEAD)
-		return -EIO;
-	r = loop_add_fd(s->m->loop, ip->pidfd, EPOLLIN, on_host_exit, ip, &ip->pid_src);
-	if (r < 0)
-		log_warn("SESSION_ID=%s cannot watch the endpoint bridge: %s", s->id, strerror(-r));
-	return 0;
+		log_warn("SESSION_ID=%s cannot watch the %s interpreter's exit: %s", ip->s->id,
+			 interp_kind_name(ip->kind), strerror(-r));
 }
 
-int interp_spawn(Session *s, enum interp_kind kind)
+/* Tell init about an interpreter it did not start, with copies of our ends, so that a
+ * restarted daemon gets it back from init like the others. */
+static void init_adopt(Session *s, enum interp_kind kind, pid_t ns_pid, const int fds[4])
 {
-	return interp_on_host(kind) ? interp_spawn_on_host(s, kind) :
-				      interp_spawn_in_sandbox(s, kind);
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * 3)];
+		struct cmsghdr align;
+	} cm;
+	struct init_msg msg = { .op = INIT_ADOPT, .pid = ns_pid, .tag = (uint32_t)kind };
+	struct iovec iov = { &msg, sizeof(msg) };
+	struct msghdr mh = { .msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = cm.buf,
+			     .msg_controllen = sizeof(cm.buf) };
+	struct cmsghdr *h;
+
+	msg.seq = ++s->seq;
+	memset(&cm, 0, sizeof(cm));
+	h = CMSG_FIRSTHDR(&mh);
+	h->cmsg_level = SOL_SOCKET;
+	h->cmsg_type = SCM_RIGHTS;
+	h->cmsg_len = CMSG_LEN(sizeof(int) * 3);
+	memcpy(CMSG_DATA(h), fds + 1, sizeof(int) * 3);
+	if (sendmsg(s->sb.ctl_fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+		log_warn("SESSION_ID=%s init does not keep the %s interpreter (%m): it would not "
+			 "survive a restart of the daemon",
+			 s->id, interp_kind_name(kind));
+}
+
+void interp_attach_forked(Session *s, enum interp_kind kind, pid_t ns_pid, int fds[4])
+{
+	Interp *ip = &s->interps[kind];
+
+	init_adopt(s, kind, ns_pid, fds);
+	interp_attach(s, kind, ns_pid, fds);
+	if (ip->state != INTERP_DEAD)
+		interp_watch_exit(ip);
+}
+
+/* The interpreter of s whose host pid is pid and whose exit its pidfd reports, or NULL. */
+static Interp *watched_interp(Session *s, pid_t pid)
+{
+	for (int k = 0; k < INTERP_KIND_COUNT; k++)
+		if (s->interps[k].pid_src && s->interps[k].host_pid == pid)
+			return &s->interps[k];
+	return NULL;
+}
+
+void interp_child_exited(Manager *m, pid_t host_pid)
+{
+	Interp *ip = NULL;
+
+	for (Session *s = m->sessions; s && !ip; s = s->next)
+		ip = watched_interp(s, host_pid);
+	for (int p = 0; p < POOLS_MAX && !ip; p++)
+		for (Session *s = m->pool[p]; s && !ip; s = s->next)
+			ip = watched_interp(s, host_pid);
+	if (ip)
+		on_host_exit(m->loop, ip->pidfd, EPOLLIN, ip);
 }

@@ -84,9 +84,29 @@ bool interp_on_host(enum interp_kind kind);
 int host_interp_spawn(Session *s, enum interp_kind kind, pid_t *pid, int fds[4]);
 void host_interp_stop(Interp *ip, int sig);
 
-/* interp.c */
-/* Start the interpreter of kind: through init (attached at INIT_SPAWNED), or on the host. */
+/* start.c */
+/* Start the interpreter of kind: Python from the template when it serves, else through
+ * init (attached at INIT_SPAWNED), or on the host. */
 int interp_spawn(Session *s, enum interp_kind kind);
+
+/* interp.c */
+/* The environment every sandboxed interpreter starts with (NULL-terminated). */
+const char *const *interp_sandbox_env(void);
+/* Ask init to start it (INIT_SPAWNED attaches it). */
+int interp_spawn_by_init(Session *s, enum interp_kind kind);
+/* An interpreter forked into the sandbox from outside (the template), which is the
+ * daemon's child: attached, its exit watched through its pidfd, and init told to keep it
+ * (INIT_ADOPT) for a restart of the daemon. fds: pidfd, ctl, out, err (taken). */
+void interp_attach_forked(Session *s, enum interp_kind kind, pid_t ns_pid, int fds[4]);
+/* Watch ip's pidfd: its exit is reported from there (the daemon's child: with status). */
+void interp_watch_exit(Interp *ip);
+
+/* template.c: the Python template */
+/* Fork s's interpreter of kind from the template (now, or once it is ready): 0, or
+ * -EOPNOTSUPP when the template does not serve it (off, down, a runtime profile, not
+ * Python), -errno when the request could not be made. The interpreter's tmpl_seq names
+ * the request; closing it (tmpl_seq 0) abandons it. */
+int template_spawn(Session *s, enum interp_kind kind);
 /* ip's files from its start (pidfd, ctl, out, err) on the loop; then the probe, whose
  * answer says it is up. */
 void interp_attach(Session *s, enum interp_kind kind, pid_t pid, int fds[4]);

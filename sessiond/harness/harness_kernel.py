@@ -23,11 +23,19 @@ import sys
 
 # -I ignores PYTHONDONTWRITEBYTECODE: no .pyc files in the workspace either way.
 sys.dont_write_bytecode = True
-# Before IPython and matplotlib load: keep their caches and profiles out of the
-# workspace (HOME is /workspace), and capture figures inline.
-os.environ["IPYTHONDIR"] = "/tmp/.ipython"
-os.environ["MPLCONFIGDIR"] = "/tmp/.matplotlib"
-os.environ["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
+
+
+def set_environment():
+    """Before IPython and matplotlib load: keep their caches and profiles out of the
+    workspace (HOME is /workspace), and capture figures inline. (The kernel template,
+    which imports this module on the host, calls it in each fork instead.)"""
+    os.environ["IPYTHONDIR"] = "/tmp/.ipython"
+    os.environ["MPLCONFIGDIR"] = "/tmp/.matplotlib"
+    os.environ["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
+
+
+if __name__ == "__main__":
+    set_environment()
 
 import base64  # noqa: E402
 import json  # noqa: E402
@@ -141,6 +149,11 @@ def _make_shell():
         _error = {"ename": getattr(etype, "__name__", "Error"),
                   "evalue": _safe_str(evalue), "traceback": lines}
     shell._showtraceback = show_traceback
+    # The inline backend hooks itself into the shell when it is imported; one imported
+    # before the shell was made (preloaded by the kernel template) is hooked now.
+    inline = sys.modules.get("matplotlib_inline.backend_inline")
+    if inline is not None:
+        inline._enable_matplotlib_integration()
     return shell
 
 
@@ -247,14 +260,35 @@ def _chdir_and_run(shell, request, code, cell):
     return _run(shell, code, cell)
 
 
-def main():
+def make_shell():
+    """The shell, made ahead (by the kernel template, before it forks)."""
+    return _make_shell()
+
+
+def _adopt_shell(shell):
+    """A shell made in another process (the template, on the host): what it took from
+    that process's environment is taken again from this one's."""
+    from IPython.core.profiledir import ProfileDir
+    shell.ipython_dir = os.environ["IPYTHONDIR"]
+    shell.profile_dir = ProfileDir.create_profile_dir_by_name(shell.ipython_dir, "default")
+    shell.starting_dir = os.getcwd()
+    shell.home_dir = os.path.expanduser("~")
+    shell.init_logger()
+    shell.init_encoding()
+
+
+def main(shell=None):
     global _channel
     channel = _channel = Channel(take_control_fd(), _encode_reply)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    shell = _make_shell()
+    if shell is None:
+        shell = _make_shell()
+    else:
+        _adopt_shell(shell)
     # Like the REPL: modules in the current directory (the workspace) import.
     sys.path.insert(0, "")
     serve(channel, lambda line: _handle(shell, line), _flush_output)
 
 
-main()
+if __name__ == "__main__":
+    main()

@@ -31,6 +31,8 @@
 struct interp {
 	bool used;    /* slot taken */
 	bool exited;  /* reaped; EXITED queued, fds closed once it is sent */
+	bool adopted; /* started outside init (INIT_ADOPT): not our child, gone when its
+		       * pidfd turns readable, and never reported */
 	pid_t pid;    /* in our pid namespace */
 	uint32_t tag; /* sessiond's label */
 	int fds[4];   /* pidfd, control (sessiond's end), stdout and stderr read ends */
@@ -446,8 +448,43 @@ static void do_resend(Init *in, const struct init_msg *req)
 			continue;
 		m.pid = s->pid;
 		m.tag = s->tag;
+		m.status = s->adopted ? INIT_SPAWNED_ADOPTED : 0;
 		queue(in, &m, i);
 	}
+}
+
+/* Keep an interpreter sessiond started in the sandbox by other means: the fds that came
+ * (ctl, stdout, stderr: sessiond's ends) and a pidfd of our own, so that a restarted
+ * sessiond gets it back with the others. Nothing is answered. */
+static void do_adopt(Init *in, const struct init_msg *req, const int *fds, size_t nfds)
+{
+	int slot = -1, pidfd;
+
+	for (int i = 0; i < SLOTS_MAX && slot < 0; i++)
+		if (!in->slots[i].used)
+			slot = i;
+	pidfd = req->pid > 1 ? (int)syscall(SYS_pidfd_open, req->pid, 0) : -1;
+	if (slot < 0 || nfds != 3 || pidfd < 0) {
+		safe_close(pidfd);
+		for (size_t i = 0; i < nfds; i++)
+			close(fds[i]);
+		return;
+	}
+	fcntl(pidfd, F_SETFD, FD_CLOEXEC);
+	in->slots[slot] = (struct interp){
+		.used = true,
+		.adopted = true,
+		.pid = req->pid,
+		.tag = req->tag,
+		.fds = { pidfd, fds[0], fds[1], fds[2] },
+	};
+}
+
+/* An adopted interpreter's pidfd turned readable: it is gone. */
+static void adopted_gone(Init *in, int i)
+{
+	if (in->slots[i].used && in->slots[i].adopted)
+		slot_release(in, i);
 }
 
 static void handle_request(Init *in)
@@ -462,6 +499,8 @@ static void handle_request(Init *in)
 			     .msg_control = cm.buf,
 			     .msg_controllen = sizeof(cm.buf) };
 	struct init_msg req;
+	int fds[3];
+	size_t nfds = 0;
 	ssize_t n;
 
 	n = recvmsg(INIT_CTL_FD, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
@@ -474,7 +513,7 @@ static void handle_request(Init *in)
 		in->ctl_ok = false;
 		return;
 	}
-	/* We take no fds; close any that came along. */
+	/* Only INIT_ADOPT takes fds (up to 3); any others that came along are closed. */
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
 		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
 			continue;
@@ -482,8 +521,18 @@ static void handle_request(Init *in)
 			int fd;
 
 			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-			close(fd);
+			if (nfds < ARRAY_SIZE(fds))
+				fds[nfds++] = fd;
+			else
+				close(fd);
 		}
+	}
+	memcpy(&req, in->buf, (size_t)n < sizeof(req) ? (size_t)n : sizeof(req));
+	if (((size_t)n < sizeof(req) || (mh.msg_flags & MSG_TRUNC) || req.op != INIT_ADOPT) &&
+	    nfds > 0) {
+		for (size_t i = 0; i < nfds; i++)
+			close(fds[i]);
+		nfds = 0;
 	}
 	if ((size_t)n < sizeof(req) || (mh.msg_flags & MSG_TRUNC)) {
 		uint32_t seq = 0;
@@ -505,6 +554,7 @@ static void handle_request(Init *in)
 		break;
 	}
 	case INIT_RESEND: do_resend(in, &req); break;
+	case INIT_ADOPT: do_adopt(in, &req, fds, nfds); break;
 	default: reply_error(in, req.seq, INIT_TAG_NONE, EINVAL, INIT_STEP_OP); break;
 	}
 }
@@ -553,13 +603,20 @@ int main(void)
 			in.slots[i].fds[k] = -1;
 
 	for (;;) {
-		struct pollfd p[2] = {
+		/* The control socket, SIGCHLD, and the pidfd of each adopted interpreter. */
+		struct pollfd p[2 + SLOTS_MAX] = {
 			{ .fd = in.ctl_ok ? INIT_CTL_FD : -1,
 			  .events = POLLIN | (in.outq_len ? POLLOUT : 0) },
 			{ .fd = in.sfd, .events = POLLIN },
 		};
 
-		if (poll(p, 2, -1) < 0)
+		for (int i = 0; i < SLOTS_MAX; i++)
+			p[2 + i] = (struct pollfd){
+				.fd = in.slots[i].used && in.slots[i].adopted ? in.slots[i].fds[0] :
+										-1,
+				.events = POLLIN,
+			};
+		if (poll(p, ARRAY_SIZE(p), -1) < 0)
 			continue;
 		if (p[1].revents & POLLIN)
 			handle_signals(&in);
@@ -567,5 +624,8 @@ int main(void)
 			flush(&in);
 		if (p[0].revents & (POLLIN | POLLHUP | POLLERR))
 			handle_request(&in);
+		for (int i = 0; i < SLOTS_MAX; i++)
+			if (p[2 + i].revents)
+				adopted_gone(&in, i);
 	}
 }

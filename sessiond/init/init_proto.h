@@ -14,11 +14,16 @@ enum init_op {
 	INIT_KILL = 2,	 /* kill every process but pid 1 and keep[]; reply INIT_KILLED when gone */
 	INIT_PING = 3,	 /* reply INIT_PONG */
 	INIT_RESEND = 4, /* re-send INIT_SPAWNED (with fds) for each live interpreter */
+	INIT_ADOPT = 5,	 /* keep, for INIT_RESEND, an interpreter started outside init: pid,
+			  * tag; SCM_RIGHTS: copies of sessiond's ctl, stdout and stderr ends.
+			  * No reply; its exit is not reported (it is not init's child). */
 };
 
 /* init -> sessiond replies and events. */
 enum init_event {
-	INIT_SPAWNED = 101, /* pid = ns pid; SCM_RIGHTS: pidfd, ctl, stdout, stderr */
+	INIT_SPAWNED = 101, /* pid = ns pid; SCM_RIGHTS: pidfd, ctl, stdout, stderr;
+			     * status INIT_SPAWNED_ADOPTED for one INIT_ADOPT gave: its exit
+			     * is the receiver's to watch (through the pidfd) */
 	INIT_KILLED = 102,
 	INIT_PONG = 103,
 	INIT_EXITED = 104, /* an interpreter exited: pid = ns pid, status = wait status */
@@ -36,6 +41,7 @@ enum init_event {
 #define INIT_MSG_MAX 65536 /* a request datagram, header and blob */
 
 #define INIT_TAG_NONE UINT32_MAX /* an ERROR that no spawn's label names */
+#define INIT_SPAWNED_ADOPTED 1	 /* INIT_SPAWNED.status of an adopted interpreter */
 
 /* Fixed header of every message. */
 struct init_msg {

@@ -681,6 +681,37 @@ int cgroup_attach_in_child(struct child_args *a)
 	return 0;
 }
 
+int sandbox_cgroup_procs_open(SandboxEnv *env, const char *id, int *fds, size_t max)
+{
+	size_t n = 0;
+
+	if (!sandbox_id_valid(id))
+		return -EINVAL;
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t i = 0; i < env->n_hier; i++) {
+			const CgroupHier *h = &env->hier[i];
+			char dir[PATH_MAX], path[PATH_MAX];
+			int r = cgroup_dir(h, id, dir, sizeof(dir));
+
+			if (((h->ctrls & CG_FREEZER) != 0) != (pass == 1))
+				continue;
+			if (r == 0 && snprintf(path, sizeof(path), "%s/cgroup.procs", dir) >=
+					      (int)sizeof(path))
+				r = -ENAMETOOLONG;
+			if (r == 0 && n == max)
+				r = -E2BIG;
+			if (r == 0 && (fds[n] = open(path, O_WRONLY | O_CLOEXEC)) < 0)
+				r = -errno;
+			if (r < 0) {
+				while (n > 0)
+					close(fds[--n]);
+				return r;
+			}
+			n++;
+		}
+	return (int)n;
+}
+
 int cgroup_ns_in_child(struct child_args *a)
 {
 	(void)a;

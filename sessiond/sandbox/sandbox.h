@@ -132,6 +132,14 @@ void sandbox_kill(Sandbox *sb);
  * under a few ms); -ETIMEDOUT if tasks survive that long. 0 if the cgroup is gone.
  */
 int sandbox_cgroup_kill(SandboxEnv *env, const char *id, const pid_t *keep_host_pids, size_t nkeep);
+/*
+ * The session's cgroup.procs files, one per hierarchy (the v1 freezer's last, as a
+ * sandbox's init joins them), opened for writing into fds (max of them): a process that
+ * writes "0" to each joins the session's cgroups. How many, or -errno.
+ */
+int sandbox_cgroup_procs_open(SandboxEnv *env, const char *id, int *fds, size_t max);
+/* The sandboxes' seccomp filter as compiled BPF, in a sealed memfd (the caller's). */
+int sandbox_env_seccomp_memfd(const SandboxEnv *env);
 /* Remove the session's cgroup; -EBUSY while tasks remain (call again later). */
 int sandbox_cgroup_remove(SandboxEnv *env, const char *id);
 /* The same, blocking: up to tries attempts, interval_ms apart, while tasks drain. */

@@ -233,6 +233,23 @@ int seccomp_env_setup(SandboxEnv *env)
 	return 0;
 }
 
+int sandbox_env_seccomp_memfd(const SandboxEnv *env)
+{
+	size_t len = (size_t)env->seccomp_prog.len * sizeof(struct sock_filter);
+	int fd = memfd_create("paddock-seccomp", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+	if (fd < 0)
+		return -errno;
+	if (len == 0 || pwrite(fd, env->seccomp_filter, len, 0) != (ssize_t)len ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) < 0) {
+		int r = len == 0 ? -EINVAL : -errno;
+
+		close(fd);
+		return r;
+	}
+	return fd;
+}
+
 void seccomp_env_clear(SandboxEnv *env)
 {
 	free(env->seccomp_filter);

@@ -72,6 +72,8 @@ static inline bool pool_is_kernel(int which)
 typedef struct Journal Journal;
 typedef struct TenantTable TenantTable;
 typedef struct HttpClient HttpClient; /* httpc/httpc.h */
+typedef struct Template Template;     /* exec/template.c */
+#define TEMPLATE_KINDS 2	      /* a template for native Python, one for the kernel tier */
 
 /* A session's programmatic tools, as registered (exec/tools.c). */
 typedef struct ToolSet {
@@ -110,6 +112,7 @@ typedef struct Interp {
 	bool probing;		 /* re-adopted: waiting for a no-op to know it is idle */
 	bool reap;		 /* its children were killed after a run: the next request
 				  * asks it to collect them (they hold pids of the limit) */
+	uint32_t tmpl_seq;	 /* its request to the Python template in flight, or 0 */
 } Interp;
 
 /* One session: a sandbox and what runs in it. */
@@ -231,11 +234,12 @@ struct Manager {
 	uint64_t ckpt_retry_ms; /* no new checkpoint process before then (monotonic ms) */
 	uint64_t checkpoints;	/* checkpoint processes that ran */
 
-	TenantTable *tenants;	      /* live sessions by tenant (tenant.c); NULL until one */
-	HttpClient *httpc;	      /* tool calls' callbacks in flight (httpc/) */
-	uint64_t tool_calls;	      /* tool calls made */
-	uint64_t tool_call_errors;    /* of those, the ones that ended in a ToolError */
-	uint64_t tenant_cap_refusals; /* creates refused at their tenant's session limit */
+	TenantTable *tenants;		/* live sessions by tenant (tenant.c); NULL until one */
+	HttpClient *httpc;		/* tool calls' callbacks in flight (httpc/) */
+	Template *tmpl[TEMPLATE_KINDS]; /* the native and kernel templates (exec/template.c) */
+	uint64_t tool_calls;		/* tool calls made */
+	uint64_t tool_call_errors;	/* of those, the ones that ended in a ToolError */
+	uint64_t tenant_cap_refusals;	/* creates refused at their tenant's session limit */
 };
 
 /* session.c: ids, uids, the lists, lookup */

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cleanup.h"
 #include "config.h"
 
 #include "unit.h"
@@ -137,8 +138,39 @@ static void test_file_systems_and_programs_must_fit_in_memory_max(void)
 	unsetenv("PADDOCK_MEMORY_MAX_BYTES");
 }
 
+/* preload_modules: dotted module names separated by commas, or nothing; what the template
+ * is handed is never anything else. */
+static void test_preload_modules_are_module_names(void)
+{
+	static const char *const good[] = { "", "numpy", "numpy,pandas,matplotlib.pyplot",
+					    "_private,a1.b_2" };
+	static const char *const bad[] = { ",",	     "numpy,", ",numpy", "numpy,,pandas",
+					   "1numpy", "a..b",   "a.",	 "os; import x",
+					   "a b",    "a,-b",   "é" };
+	char err[512] = "";
+	PaddockConfig c;
+
+	CHECK_EQ_INT(config_load(&c, NULL, err, sizeof(err)), 0);
+	CHECK_EQ_STR(c.preload_modules, "numpy,pandas,matplotlib.pyplot");
+	CHECK(c.python_template);
+	config_free(&c);
+	for (size_t i = 0; i < ARRAY_SIZE(good); i++) {
+		setenv("PADDOCK_PRELOAD_MODULES", good[i], 1);
+		CHECK_EQ_INT(config_load(&c, NULL, err, sizeof(err)), 0);
+		config_free(&c);
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		setenv("PADDOCK_PRELOAD_MODULES", bad[i], 1);
+		CHECK_EQ_INT(config_load(&c, NULL, err, sizeof(err)), -EINVAL);
+		CHECK_CONTAINS(err, "preload_modules");
+		config_free(&c);
+	}
+	unsetenv("PADDOCK_PRELOAD_MODULES");
+}
+
 int main(void)
 {
+	test_preload_modules_are_module_names();
 	test_host_name_gives_its_first_label_in_letters_and_digits();
 	test_node_name_is_letters_and_digits_up_to_its_max();
 	test_unset_node_name_comes_from_the_host_and_a_set_one_is_checked();

@@ -220,6 +220,13 @@ def test_sessions_with_state():
     c = client()
     sids = sessions_with_state(c)
     assert_state(c, sids)
+    # Python was forked from the template (its parent is outside the sandbox's pid
+    # namespace: 0), not started by init (1).
+    for sid in sids:
+        out = c.run(sid, "import os; print(os.getppid())")
+        assert out.stdout == "0\n", f"{sid}: Python did not come from the template: {out}\n" + \
+            sh("journalctl", "-u", "paddock-sessiond.service", "--no-pager", "-n", "40",
+               check=False).stdout
     save(kept=sids)
 
 

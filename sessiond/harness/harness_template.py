@@ -1,0 +1,470 @@
+# SPDX-License-Identifier: MIT
+"""The Python template: an interpreter that has imported a harness (the native one, or
+the kernel tier's with IPython) and the configured heavy modules once, and forks each
+session's interpreter of that kind from itself,
+so that a session starts with those imports done and their pages shared copy-on-write
+with every other session's (docs/architecture.md, "Preloaded interpreters").
+
+sessiond starts it as root on the host, in its own process, with:
+  fd 3   a SOCK_SEQPACKET socket to sessiond: one JSON object per datagram
+  fd 4   the sandboxes' seccomp filter, as compiled BPF (read, then closed)
+  env    PADDOCK_LIB_DIR (where the harness is), PADDOCK_TEMPLATE_KIND (native or
+         kernel), PADDOCK_PRELOAD (comma-separated module names), MPLBACKEND,
+         MPLCONFIGDIR, HOME, PATH, LANG
+It never runs user code. Once its imports are done it says
+  {"ready": true, "loaded": [...], "failed": {"module": "why"}}
+or, when its harness cannot be imported (the kernel tier without IPython),
+  {"ready": false, "why": "..."}  and exits.
+and then serves, one at a time,
+  {"op": "fork", "seq": N, "env": ["K=V", ...], "cwd": "/workspace"}
+with the descriptors (SCM_RIGHTS), in order: the sandbox init's pidfd, the harness's
+control socket, the write ends of its stdout and stderr pipes, and the session cgroup's
+cgroup.procs files (one per hierarchy) opened for writing. The answer is
+  {"seq": N, "pid": <host pid>}  or  {"seq": N, "error": "why"}.
+
+A fork becomes a session's interpreter in two steps. The first child joins the session's
+cgroups and enters the sandbox's namespaces through init's pidfd (mount, network, IPC,
+UTS, cgroup and pid: the last one applies to its children), forks the interpreter, which
+is the sandbox's pid 2.. like any other, and exits; the interpreter is then sessiond's
+child (sessiond is a child subreaper), which reaps it and reads its exit status. The
+interpreter takes what init has, read from the sandbox's /proc: its resource limits,
+uid, gid, groups and umask; it drops every capability from its bounding set, changes
+its ids (which clears its capabilities), sets no_new_privs, installs the sandboxes'
+seccomp filter, and only then runs the harness. Anything that fails on the way ends it
+with status 127 before a line of user code has run.
+"""
+
+import ctypes
+import gc
+import io
+import json
+import os
+import resource
+import signal
+import socket
+import stat
+import sys
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWCGROUP = 0x02000000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+ENTER = CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWPID | CLONE_NEWNET
+
+PR_CAPBSET_DROP = 24
+PR_SET_NO_NEW_PRIVS = 38
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
+
+CTL_FD = 3           # the socket to sessiond
+BPF_FD = 4           # the seccomp filter, at start
+MAX_FDS = 4 + 8      # pidfd, ctl, out, err and cgroup.procs files (v1: one per hierarchy)
+FAILED = 127         # the interpreter's exit status when it could not be made
+HIGH_FD = 100        # where a fork's descriptors wait while 0..3 are set
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def _check(ret, what):
+    if ret != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _read_all(fd):
+    chunks = []
+    while True:
+        b = os.read(fd, 65536)
+        if not b:
+            return b"".join(chunks)
+        chunks.append(b)
+
+
+# ---------------------------------------------------------------- the interpreter
+
+def _init_status():
+    """uid, gid, groups and umask of the sandbox's init (pid 1 of the namespace we are in)."""
+    fields = {}
+    with open("/proc/1/status", encoding="ascii") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            fields[key] = value.split()
+    uid, gid = int(fields["Uid"][0]), int(fields["Gid"][0])
+    groups = [int(g) for g in fields.get("Groups", [])]
+    umask = int(fields["Umask"][0], 8) if "Umask" in fields else 0o022
+    return uid, gid, groups, umask
+
+
+def _rlim_min(a, b):
+    if a == resource.RLIM_INFINITY:
+        return b
+    if b == resource.RLIM_INFINITY:
+        return a
+    return min(a, b)
+
+
+def _copy_rlimits():
+    """init's limits, from /proc/1/limits, whose lines come in RLIMIT_* order (prlimit()
+    on init would need CAP_SYS_RESOURCE, which a container's root may lack)."""
+    with open("/proc/1/limits", encoding="ascii") as f:
+        lines = f.read().splitlines()[1:]
+    for which, line in enumerate(lines):
+        # "Max open files            1024                 1024                 files"
+        soft, hard = line[26:47].split(), line[47:68].split()
+        if not soft or not hard:
+            continue
+        want = [resource.RLIM_INFINITY if v[0] == "unlimited" else int(v[0])
+                for v in (soft, hard)]
+        try:
+            resource.setrlimit(which, tuple(want))
+        except PermissionError:
+            # Above our own hard limit (which only CAP_SYS_RESOURCE may raise): stricter.
+            ceiling = resource.getrlimit(which)[1]
+            resource.setrlimit(which, tuple(_rlim_min(v, ceiling) for v in want))
+
+
+def _drop_bounding_set():
+    with open("/proc/sys/kernel/cap_last_cap", encoding="ascii") as f:
+        last = int(f.read())
+    for cap in range(last + 1):
+        _check(_libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), f"dropping capability {cap}")
+
+
+def _no_capabilities_left():
+    with open("/proc/self/status", encoding="ascii") as f:
+        caps = {k: v.strip() for k, _, v in (line.partition(":") for line in f)
+                if k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")}
+    return len(caps) >= 4 and all(int(v, 16) == 0 for v in caps.values())
+
+
+def _install_seccomp(bpf):
+    buf = ctypes.create_string_buffer(bpf, len(bpf))
+    prog = _SockFprog(len(bpf) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0),
+           "seccomp")
+
+
+def _held_files():
+    """Files the imports left open (IPython's /dev/null, a font): (fd, path, flags), for
+    each fork to open again in its sandbox (a descriptor of the host's is never passed)."""
+    held = []
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd <= CTL_FD:
+            continue
+        try:
+            st = os.fstat(fd)
+            path = os.readlink(f"/proc/self/fd/{fd}")
+            with open(f"/proc/self/fdinfo/{fd}", encoding="ascii") as f:
+                flags = int(next(line for line in f if line.startswith("flags:")).split()[1], 8)
+        except (OSError, StopIteration, ValueError):
+            continue
+        if stat.S_ISREG(st.st_mode) or stat.S_ISCHR(st.st_mode):
+            held.append((fd, path, flags & (os.O_ACCMODE | os.O_APPEND | os.O_CLOEXEC),
+                         (st.st_dev, st.st_ino)))
+    return held
+
+
+def _still_held(fd, ident):
+    """Whether fd is still the file the template recorded (a module's fork handler may
+    have closed it: matplotlib's drops its fonts in every fork)."""
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return False
+    return (st.st_dev, st.st_ino) == ident
+
+
+def _place_fds(ctl, out, err):
+    """0 /dev/null, 1 and 2 the pipes, 3 the control socket, and the files the template's
+    imports hold, each opened again by its path in the sandbox (where it is not, its
+    number stays closed); nothing else."""
+    high = [os.dup2(fd, HIGH_FD + i, inheritable=False) for i, fd in enumerate((ctl, out, err))]
+    null = os.open("/dev/null", os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(high[1], 1)
+    os.dup2(high[2], 2)
+    os.dup2(high[0], 3)
+    keep = []
+    for fd, path, flags, ident in _held:
+        if not _still_held(fd, ident):
+            continue
+        try:
+            again = os.open(path, flags & ~os.O_CLOEXEC | os.O_CLOEXEC)
+        except OSError:
+            os.close(fd)
+            continue
+        os.dup2(again, fd, inheritable=not flags & os.O_CLOEXEC)
+        os.close(again)
+        keep.append(fd)
+    start = 4
+    for fd in sorted(keep) + [resource.getrlimit(resource.RLIMIT_NOFILE)[0]]:
+        os.closerange(start, fd)
+        start = fd + 1
+
+
+def _fresh_stdio():
+    """Stream objects for fds 0, 1 and 2 as Python makes them at start under -u: the
+    template's know its own files (it may have been started on a seekable log), not the
+    session's pipes. The harness keeps the stdout and stderr it found at import."""
+    stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)),
+                             encoding="utf-8")
+    out, err = (io.TextIOWrapper(io.FileIO(fd, "w", closefd=False), encoding="utf-8",
+                                 errors="backslashreplace", write_through=True)
+                for fd in (1, 2))
+    sys.stdin = sys.__stdin__ = stdin
+    sys.stdout = sys.__stdout__ = out
+    sys.stderr = sys.__stderr__ = err
+    _harness._STDOUT, _harness._STDERR = out, err
+
+
+def _own_pid():
+    """The harness's channel notes its process's pid at import (a child of user code that
+    comes back to its loop must not answer): in a fork, that is this process's."""
+    _harness.serve.__globals__["_PID"] = os.getpid()
+
+
+def _reseed():
+    """Random state imported in the template is the same in every fork: draw anew (the
+    random module reseeds itself at fork)."""
+    np_random = sys.modules.get("numpy.random")
+    if np_random is not None:
+        np_random.seed()
+
+
+def _become_interpreter(req, ctl, out, err, bpf):
+    """In the sandbox's namespaces, pid 2.. of its pid namespace: become a session's
+    interpreter like one init starts, then run the harness. Never returns."""
+    step = "its descriptors"
+    try:
+        _place_fds(ctl, out, err)
+        _fresh_stdio()
+        _own_pid()
+        step = "its signals"
+        signal.pthread_sigmask(signal.SIG_SETMASK, [])
+        for sig in (signal.SIGTERM, signal.SIGCHLD, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_DFL)
+        os.setsid()
+        step = "init's ids and limits"
+        uid, gid, groups, umask = _init_status()
+        _copy_rlimits()
+        step = "the capability bounding set"
+        _drop_bounding_set()
+        step = "its ids"
+        os.setgroups(groups)
+        os.setresgid(gid, gid, gid)
+        os.setresuid(uid, uid, uid)
+        if uid == 0 or not _no_capabilities_left():
+            raise OSError("capabilities remain after the change of ids")
+        step = "the seccomp filter"
+        _install_seccomp(bpf)
+        step = "its directory and environment"
+        os.umask(umask)
+        os.chdir(req.get("cwd") or "/")
+        os.environ.clear()
+        for item in req.get("env") or []:
+            key, sep, value = item.partition("=")
+            if sep and key:
+                os.environ[key] = value
+        if hasattr(_harness, "set_environment"):
+            _harness.set_environment()
+        _reseed()
+    except BaseException as exc:
+        try:
+            os.write(2, f"paddock: the interpreter could not be made ({step}): {exc}\n".encode())
+        finally:
+            os._exit(FAILED)
+    try:
+        if _shell is not None:
+            _harness.main(_shell)
+        else:
+            _harness.main()
+    except BaseException as exc:
+        os.write(2, f"paddock: the harness ended: {type(exc).__name__}: {exc}\n".encode())
+        os._exit(FAILED)
+    os._exit(0)
+
+
+# ---------------------------------------------------------------- a fork
+
+def _enter_and_fork(req, fds, report_fd, bpf):
+    """The first child: into the session's cgroups and namespaces, then fork the
+    interpreter (in the sandbox's pid namespace) and say its host pid."""
+    pidfd, ctl, out, err, *procs = fds
+    for fd in procs:
+        os.write(fd, b"0")
+        os.close(fd)
+    _check(_libc.setns(pidfd, ENTER), "entering the sandbox's namespaces")
+    os.close(pidfd)
+    child = os.fork()
+    if child == 0:
+        os.close(report_fd)
+        _become_interpreter(req, ctl, out, err, bpf)
+    os.write(report_fd, str(child).encode())
+
+
+def _fork(sock, req, fds, bpf):
+    if len(fds) < 5:
+        raise ValueError("a fork needs init's pidfd, three descriptors and a cgroup")
+    r, w = os.pipe()
+    first = os.fork()
+    if first == 0:
+        try:
+            os.close(r)
+            sock.close()
+            _enter_and_fork(req, fds, w, bpf)
+            code = 0
+        except BaseException as exc:
+            try:
+                os.write(w, f"error {exc}".encode())
+            except OSError:
+                pass
+            code = 1
+        os._exit(code)
+    os.close(w)
+    try:
+        said = _read_all(r).decode("utf-8", "replace")
+    finally:
+        os.close(r)
+        os.waitpid(first, 0)
+    if said.isdigit():
+        return {"pid": int(said)}
+    return {"error": said[len("error "):] if said.startswith("error ") else
+            "the forking child ended without a word"}
+
+
+def _serve(sock, bpf):
+    while True:
+        try:
+            msg, fds, _, _ = socket.recv_fds(sock, 65536, MAX_FDS)
+        except InterruptedError:
+            continue
+        if not msg:
+            return   # sessiond went away: so do we
+        seq = None
+        try:
+            req = json.loads(msg)
+            seq = req.get("seq")
+            if req.get("op") != "fork":
+                raise ValueError("unknown op")
+            reply = _fork(sock, req, fds, bpf)
+        except (ValueError, OSError, TypeError, AttributeError) as exc:
+            reply = {"error": str(exc)}
+        finally:
+            for fd in fds:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        reply["seq"] = seq
+        sock.send(json.dumps(reply).encode())
+
+
+# ---------------------------------------------------------------- start
+
+def _setup_site():
+    """As the harness does under -S: the site directories, without .pth files."""
+    import site
+    for d in site.getsitepackages():
+        if d not in sys.path and os.path.isdir(d):
+            sys.path.append(d)
+
+
+def _import_harness(lib_dir, kind):
+    """The harness module, imported as its entry point would (its directory and its name
+    not left where user code would find them), without running it."""
+    global _harness
+    name = "harness_kernel" if kind == "kernel" else "harness_native"
+    sys.path.insert(0, lib_dir)
+    try:
+        _harness = __import__(name)
+        if kind == "kernel":
+            # What the kernel harness imports when it makes its shell, in each fork.
+            import IPython.core.displayhook  # noqa: F401
+            import IPython.core.displaypub  # noqa: F401
+            import IPython.core.interactiveshell  # noqa: F401
+            import traitlets.config  # noqa: F401
+    finally:
+        del sys.path[0]
+    sys.modules.pop(name, None)
+    sys.modules.pop("harness_channel", None)
+
+
+def _warm_matplotlib():
+    """Draw one figure as a session's would be drawn (the kernel tier: as the inline
+    backend does), so that forks find fonts looked up and the renderer loaded."""
+    plt = sys.modules.get("matplotlib.pyplot")
+    if plt is None:
+        return
+    fig = plt.figure()
+    plt.plot([0, 1], [1, 0])
+    if _shell is not None:
+        from IPython.core.pylabtools import print_figure
+        print_figure(fig, "png", bbox_inches="tight")
+    else:
+        fig.savefig(io.BytesIO(), format="png")
+    plt.close(fig)
+
+
+def _make_shell():
+    """The kernel tier's IPython shell, made once here: each fork adopts its copy."""
+    global _shell
+    if hasattr(_harness, "make_shell"):
+        _shell = _harness.make_shell()
+
+
+def _preload(names):
+    loaded, failed = [], {}
+    for name in names:
+        if not name:
+            continue
+        try:
+            __import__(name)
+            loaded.append(name)
+        except Exception as exc:   # a missing module is not a broken template
+            failed[name] = f"{type(exc).__name__}: {exc}"
+    return loaded, failed
+
+
+def main():
+    with open(BPF_FD, "rb", closefd=True) as f:
+        bpf = f.read()
+    if not bpf or len(bpf) % 8:
+        raise SystemExit("harness_template: no seccomp filter on fd 4")
+    sys.dont_write_bytecode = True
+    _setup_site()
+    sock = socket.socket(fileno=CTL_FD)
+    try:
+        _import_harness(os.environ["PADDOCK_LIB_DIR"], os.environ.get("PADDOCK_TEMPLATE_KIND"))
+    except ImportError as exc:
+        sock.send(json.dumps({"ready": False, "why": f"{type(exc).__name__}: {exc}"}).encode())
+        return
+    loaded, failed = _preload(os.environ.get("PADDOCK_PRELOAD", "").split(","))
+    _make_shell()
+    try:
+        _warm_matplotlib()
+    except Exception as exc:  # a broken backend is the session's to find, not ours
+        failed["matplotlib (a first figure)"] = f"{type(exc).__name__}: {exc}"
+    global _held
+    _held = _held_files()
+    # What the imports made is kept, never collected: a collection in a fork would write
+    # to every object's header and copy the pages the forks share.
+    gc.collect()
+    gc.freeze()
+    sock.send(json.dumps({"ready": True, "loaded": loaded, "failed": failed}).encode())
+    _serve(sock, bpf)
+
+
+_harness = None
+_held = []       # files the imports left open, (fd, path, flags, (dev, ino))
+_shell = None    # the kernel tier's shell, made before any fork
+
+if __name__ == "__main__":
+    main()

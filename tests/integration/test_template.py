@@ -1,0 +1,263 @@
+# SPDX-License-Identifier: MIT
+"""The Python template: sessions' Python interpreters are forked from one process that
+imported the harness and preload_modules, into each session's sandbox.
+
+A forked interpreter is confined exactly as one init starts (ids, capabilities,
+no_new_privs, seccomp, namespaces, cgroup, limits, descriptors, environment) and tries to
+break out fail; its preloaded imports are done; its random state is its own; its exit
+status is reported; the template holds nothing of any session; when the template dies,
+Python starts as before and the template comes back; with python_template off nothing is
+preloaded.
+"""
+
+import os
+import signal
+import time
+
+import pytest
+
+import paddock_stack as ps
+from code_client import CodeClient, outputs_of
+
+STATUS_KEYS = ("Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb",
+               "NoNewPrivs", "Seccomp", "Seccomp_filters", "Umask")
+
+# What a process says of itself, as "key value" lines (the same code in Python and bash).
+PY_SELF = """
+import os, sys
+for line in open('/proc/self/status'):
+    k, _, v = line.partition(':')
+    if k in %r:
+        print(k, ' '.join(v.split()))
+for n in ('mnt', 'net', 'ipc', 'uts', 'pid', 'cgroup'):
+    print('ns_' + n, os.readlink('/proc/self/ns/' + n))
+print('cgroup', open('/proc/self/cgroup').read().replace(chr(10), ';'))
+print('limits_as_init', open('/proc/self/limits').read() == open('/proc/1/limits').read())
+fds = sorted(os.listdir('/proc/self/fd'), key=int)
+print('fds', ' '.join(f for f in fds if int(f) <= 3 or f == '63'))
+print('more_fds', ' '.join(os.readlink('/proc/self/fd/' + f) for f in fds if 3 < int(f) != 63))
+print('cwd', os.getcwd())
+print('env', ' '.join(sorted(os.environ)))
+print('preloaded', 'numpy' in sys.modules and 'pandas' in sys.modules)
+""" % (STATUS_KEYS,)
+
+KERNEL_SELF = """
+import os
+for line in open('/proc/self/status'):
+    k, _, v = line.partition(':')
+    if k in ('Uid', 'CapEff', 'CapBnd', 'NoNewPrivs', 'Seccomp'):
+        print(k, ' '.join(v.split()))
+print('ppid', os.getppid())
+print('limits_as_init', open('/proc/self/limits').read() == open('/proc/1/limits').read())
+print('ipython_dir', get_ipython().ipython_dir)
+print('cwd', os.getcwd())
+"""
+
+BASH_SELF = r"""
+grep -E '^(%s):' /proc/self/status | sed -E 's/:[[:space:]]+/ /; s/[[:space:]]+/ /g; s/ $//'
+for n in mnt net ipc uts pid cgroup; do echo "ns_$n $(readlink /proc/self/ns/$n)"; done
+echo "cgroup $(tr '\n' ';' < /proc/self/cgroup)"
+""" % "|".join(STATUS_KEYS)
+
+
+def as_dict(text):
+    return dict(line.split(" ", 1) if " " in line else (line, "") for line in text.splitlines())
+
+
+def template_kind(pid):
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = dict(e.split(b"=", 1) for e in f.read().split(b"\0") if b"=" in e)
+    except OSError:
+        return None
+    return env.get(b"PADDOCK_TEMPLATE_KIND", b"").decode()
+
+
+def template_pids(stack, kind="native"):
+    """The daemon's template of kind (native or kernel): a list of one, or empty."""
+    sd = stack.procs["paddock-sessiond"].pid
+    # The interpreters it forked are the daemon's children too, in their sandboxes.
+    return [p for p in ps.children(sd)
+            if b"harness_template.py" in (ps.cmdline(p) or b"") and not ps.in_own_pid_namespace(p)
+            and template_kind(p) == kind]
+
+
+def wait_for(pred, what, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def preloaded(client):
+    sid = client.new_session()
+    try:
+        return client.run(sid, "import sys; print('numpy' in sys.modules)").stdout == "True\n"
+    finally:
+        client.destroy(sid)
+
+
+@pytest.fixture(scope="module")
+def tstack(stacks):
+    # Its own stack: one test kills the template.
+    return stacks.get("template", {"PADDOCK_POOL_SIZE": "2"})
+
+
+@pytest.fixture(scope="module")
+def tclient(tstack):
+    c = ps.Client(tstack)
+    wait_for(lambda: preloaded(c), "the template to serve")
+    return c
+
+
+@pytest.fixture
+def sid(tclient):
+    s = tclient.new_session()
+    yield s
+    tclient.destroy(s)
+
+
+def test_forked_interpreter_is_confined_as_one_init_starts(tclient, sid):
+    py = tclient.run(sid, PY_SELF)
+    assert py.rc == 0, py.stderr
+    me = as_dict(py.stdout)
+    # bash is started by init in the same sandbox: the reference.
+    sh = tclient.bash(sid, BASH_SELF)
+    assert sh.rc == 0, sh.stderr
+    ref = as_dict(sh.stdout)
+    assert me["preloaded"] == "True", "this interpreter did not come from the template"
+    for key in STATUS_KEYS + ("ns_mnt", "ns_net", "ns_ipc", "ns_uts", "ns_pid", "ns_cgroup",
+                              "cgroup"):
+        assert me.get(key) == ref.get(key), (key, me.get(key), ref.get(key))
+    assert me["Uid"].split()[0] != "0" and me["CapEff"] == "0000000000000000"
+    assert me["CapBnd"] == "0000000000000000" and me["NoNewPrivs"] == "1"
+    assert me["Seccomp"] == "2"
+    assert me["limits_as_init"] == "True"
+    # 0-2, the listing's own descriptor and the harness's channel; and the files the
+    # template's imports keep open, opened again in the sandbox: nothing of the host's.
+    assert me["fds"] == "0 1 2 3 63", me["fds"]
+    for target in me["more_fds"].split():
+        assert target == "/dev/null" or target.startswith("/usr/"), me["more_fds"]
+    assert me["cwd"] == "/workspace"
+    assert me["env"] == "HOME LANG MPLBACKEND PATH PYTHONDONTWRITEBYTECODE TERM TMPDIR USER"
+
+
+def test_breaking_out_of_a_forked_interpreter_fails(tstack, tclient, sid):
+    (template,) = template_pids(tstack)
+    code = r"""
+import ctypes, os, errno
+libc = ctypes.CDLL(None, use_errno=True)
+out = []
+# Namespaces: join init's (pid 1) or make new ones; the filter refuses both.
+for flags in (0x20000000, 0x00020000, 0x40000000):
+    out.append(libc.unshare(flags) == 0)
+fd = os.open('/proc/1/ns/net', os.O_RDONLY) if os.access('/proc/1/ns/net', os.R_OK) else -1
+out.append(fd >= 0 and libc.setns(fd, 0) == 0)
+# Back to root: setuid(0) with no capability left.
+try:
+    os.setuid(0); out.append(True)
+except PermissionError:
+    out.append(False)
+# The template is not in this pid namespace: its host pid names nothing here.
+out.append(os.path.exists('/proc/%d/mem'))
+print(out)
+""" % template
+    r = tclient.run(sid, code)
+    assert r.rc == 0, r.stderr
+    assert r.stdout == "[False, False, False, False, False, False]\n", r.stdout
+
+
+def test_preloaded_imports_are_done(tclient, sid):
+    r = tclient.run(sid, "import time\nt = time.perf_counter()\n"
+                         "import numpy, pandas, matplotlib.pyplot\n"
+                         "print(time.perf_counter() - t < 0.05, matplotlib.get_backend())")
+    assert r.stdout == "True agg\n", (r.stdout, r.stderr)
+
+
+def test_a_figure_draws_in_a_fork(tclient, sid):
+    """The template drew a figure (fonts loaded): the fork draws with its own open files."""
+    r = tclient.run(sid, "import matplotlib.pyplot as plt\nplt.plot([1, 2], [2, 1])\n"
+                         "plt.title('a title')\nplt.savefig('p.png')\n"
+                         "import os\nprint(os.path.getsize('p.png') > 1000)")
+    assert r.stdout == "True\n", (r.stdout, r.stderr)
+
+
+def test_random_state_is_each_sessions_own(tclient):
+    code = "import numpy, random, os\nprint(numpy.random.rand(), random.random(), os.urandom(8).hex())"
+    seen = []
+    for _ in range(3):
+        s = tclient.new_session()
+        try:
+            r = tclient.run(s, code)
+            assert r.rc == 0, r.stderr
+            seen.append(r.stdout.split())
+        finally:
+            tclient.destroy(s)
+    for i in range(3):
+        assert len({v[i] for v in seen}) == 3, seen
+
+
+def test_exit_status_is_reported(tclient, sid):
+    r = tclient.run(sid, "import os\nos._exit(3)")
+    assert r.rc == 3 and "exited with status 3" in r.stderr, (r.rc, r.stderr)
+    r = tclient.run(sid, "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
+    assert r.rc == 137 and "killed by signal 9" in r.stderr, (r.rc, r.stderr)
+    assert tclient.run(sid, "print('again')").stdout == "again\n"
+
+
+@pytest.mark.parametrize("kind", ["native", "kernel"])
+def test_template_holds_nothing_of_sessions(tstack, tclient, sid, kind):
+    assert tclient.run(sid, "x = 'secret-of-a-session'").rc == 0
+    (pid,) = template_pids(tstack, kind)
+    fds = sorted(int(f) for f in os.listdir(f"/proc/{pid}/fd"))
+    # stdin, the daemon's log on 1 and 2, its socket to the daemon, and files its imports
+    # keep open (a font, /dev/null).
+    assert fds[:4] == [0, 1, 2, 3], fds
+    for fd in fds[4:]:
+        target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        assert target == "/dev/null" or target.startswith("/usr/"), (fd, target)
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        env = f.read().split(b"\0")
+    names = sorted(e.split(b"=", 1)[0].decode() for e in env if e)
+    assert names == ["HOME", "IPYTHONDIR", "LANG", "MPLBACKEND", "MPLCONFIGDIR",
+                     "PADDOCK_LIB_DIR", "PADDOCK_PRELOAD", "PADDOCK_TEMPLATE_KIND", "PATH",
+                     "PYTHONDONTWRITEBYTECODE"], names
+
+
+def test_the_template_comes_back_and_python_starts_meanwhile(tstack, tclient):
+    (pid,) = template_pids(tstack)
+    os.kill(pid, signal.SIGKILL)
+    # Meanwhile sessions still get Python (from init).
+    s = tclient.new_session()
+    try:
+        assert tclient.run(s, "print(6 * 7)").stdout == "42\n"
+    finally:
+        tclient.destroy(s)
+    wait_for(lambda: template_pids(tstack) and template_pids(tstack) != [pid],
+             "a new template")
+    wait_for(lambda: preloaded(tclient), "the new template to serve")
+
+
+def test_kernel_tier_comes_from_its_template(tstack, tclient):
+    """The code plane's Python (the kernel tier) is forked from the kernel template: the
+    same confinement, IPython's shell ready, figures captured as PNG."""
+    code = CodeClient(tstack)
+    wait_for(lambda: template_pids(tstack, "kernel"), "the kernel template")
+    d = code.run(KERNEL_SELF)
+    me = as_dict(d["stdout"])
+    assert me.get("ppid") == "0", f"not forked from the kernel template: {d}"
+    assert me["Uid"].split()[0] != "0" and me["CapEff"] == "0000000000000000", me
+    assert me["CapBnd"] == "0000000000000000" and me["NoNewPrivs"] == "1", me
+    assert me["Seccomp"] == "2" and me["limits_as_init"] == "True", me
+    assert me["ipython_dir"] == "/tmp/.ipython" and me["cwd"] == "/workspace", me
+    d = code.run("import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()")
+    pngs = [o for o in outputs_of(d, "display_data") if "image/png" in o["data"]]
+    assert len(pngs) == 1, d["outputs"]
+
+
+def test_off_nothing_is_preloaded(stacks):
+    stack = stacks.get("template-off", {"PADDOCK_PYTHON_TEMPLATE": "false",
+                                        "PADDOCK_POOL_SIZE": "1"})
+    client = ps.Client(stack)
+    assert template_pids(stack) == [] and template_pids(stack, "kernel") == []
+    assert not preloaded(client)
