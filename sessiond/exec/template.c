@@ -4,8 +4,8 @@
  * one; the kernel tier's, with IPython) and preload_modules, and fork sessions'
  * interpreters of that kind into their sandboxes (harness_template.py says how). A
  * session's Python then starts with those imports done, their pages shared with every
- * other session's. While a template starts, requests wait for it; when it cannot serve
- * (off, down, a runtime profile), init starts the interpreter as before.
+ * other session's. While a template is not ready (starting, down, off) and for runtime
+ * profiles, init starts the interpreter as before: nothing waits for a template.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -37,13 +38,10 @@
 #define TEMPLATE_RETRY_MAX_MS 60000
 #define TEMPLATE_GIVE_UP 5 /* starts in a row that died before ready: off until restart */
 #define FAILED_START 127   /* the status an interpreter that could not start is given */
-/* How long a request waits for a template still importing (a slow machine, a first start
- * building matplotlib's font cache) before init starts its interpreter instead. */
-#define TEMPLATE_WAIT_MS 3000
 
 enum template_state {
 	TEMPLATE_OFF,	   /* not configured, or given up on */
-	TEMPLATE_STARTING, /* its imports under way: requests wait */
+	TEMPLATE_STARTING, /* its imports under way: init starts interpreters meanwhile */
 	TEMPLATE_READY,
 	TEMPLATE_DOWN, /* died; starting again after a pause: requests go to init */
 };
@@ -70,9 +68,9 @@ struct Template {
 	int pidfd; /* the template's */
 	int sock;  /* SOCK_SEQPACKET to the template */
 	LoopSource *sock_src, *retry;
-	LoopSource *wait; /* while it starts: when requests stop waiting for it */
 	uint32_t next_seq;
 	unsigned failures; /* starts in a row that did not reach ready */
+	bool deferred;	   /* not started yet: once the one before it is ready (or gone) */
 	TemplateCall *calls;
 };
 
@@ -259,58 +257,33 @@ static TemplateCall *call_by_seq(Template *t, uint32_t seq)
 	return NULL;
 }
 
-static void send_waiting(Template *t)
+static int template_launch(Template *t);
+
+/*
+ * Start the templates that waited for the one before: the imports take both cores for
+ * seconds, and the daemon starts serving meanwhile, so they are made one after the other.
+ */
+static void launch_deferred(Manager *m)
 {
-	TemplateCall *next;
+	for (size_t i = 0; i < TEMPLATE_KINDS; i++) {
+		Template *t = m->tmpl[i];
 
-	for (TemplateCall *c = t->calls; c; c = next) {
-		Interp *ip;
-		int r;
-
-		next = c->next;
-		if (c->sent)
+		if (!t || !t->deferred)
 			continue;
-		ip = waiting_for(t, c->seq);
-		if (!ip) {
-			call_end(t, c); /* its session went while the template started */
+		t->deferred = false;
+		if (template_launch(t) < 0) {
+			log_warn("the %s cannot start: its interpreters start without it", t->name);
+			t->state = TEMPLATE_OFF;
 			continue;
 		}
-		r = send_call(t, c, ip->s);
-		if (r < 0) {
-			char why[96];
-
-			snprintf(why, sizeof(why), "sending the request: %s", strerror(-r));
-			call_fall_back(t, c, why);
-		}
+		return;
 	}
-}
-
-/* Requests not yet sent: to init, each saying why. */
-static void fall_back_unsent(Template *t, const char *why)
-{
-	TemplateCall *next;
-
-	for (TemplateCall *c = t->calls; c; c = next) {
-		next = c->next;
-		if (!c->sent)
-			call_fall_back(t, c, why);
-	}
-}
-
-static void on_wait_over(Loop *l, void *data)
-{
-	Template *t = data;
-
-	(void)l;
-	t->wait = NULL;
-	fall_back_unsent(t, "the template is still starting");
 }
 
 static void on_ready(Template *t, json_object *msg)
 {
 	json_object *loaded, *failed;
 
-	t->wait = loop_remove(t->m->loop, t->wait);
 	t->state = TEMPLATE_READY;
 	t->failures = 0;
 	if (json_object_object_get_ex(msg, "loaded", &loaded))
@@ -320,7 +293,7 @@ static void on_ready(Template *t, json_object *msg)
 	    json_object_object_length(failed) > 0)
 		log_warn("%s: preload_modules not imported: %s", t->name,
 			 json_object_to_json_string_ext(failed, JSON_C_TO_STRING_PLAIN));
-	send_waiting(t);
+	launch_deferred(t->m);
 }
 
 static void on_answer(Template *t, json_object *msg)
@@ -353,13 +326,13 @@ static void template_cannot(Template *t, json_object *msg)
 		why = "no reason given";
 	log_info("the %s is off: %s", t->name, why);
 	t->sock_src = loop_remove(t->m->loop, t->sock_src);
-	t->wait = loop_remove(t->m->loop, t->wait);
 	t->sock = safe_close(t->sock);
 	t->pidfd = safe_close(t->pidfd); /* it exits on its own; the daemon reaps it */
 	t->pid = 0;
 	t->state = TEMPLATE_OFF;
 	while (t->calls)
 		call_fall_back(t, t->calls, "the template is off");
+	launch_deferred(t->m);
 }
 
 static void on_template(Loop *l, int fd, uint32_t events, void *data)
@@ -392,8 +365,6 @@ static void on_template(Loop *l, int fd, uint32_t events, void *data)
 		on_answer(t, msg);
 }
 
-static int template_launch(Template *t);
-
 static void on_retry(Loop *l, void *data)
 {
 	Template *t = data;
@@ -411,7 +382,6 @@ static void template_down(Template *t, const char *why)
 	uint64_t pause;
 
 	t->sock_src = loop_remove(m->loop, t->sock_src);
-	t->wait = loop_remove(m->loop, t->wait);
 	t->sock = safe_close(t->sock);
 	pidfd_kill(t->pidfd); /* reaped by the daemon's SIGCHLD handler */
 	t->pidfd = safe_close(t->pidfd);
@@ -421,6 +391,7 @@ static void template_down(Template *t, const char *why)
 	t->state = TEMPLATE_DOWN;
 	while (t->calls)
 		call_fall_back(t, t->calls, "the template stopped");
+	launch_deferred(m);
 	if (t->failures >= TEMPLATE_GIVE_UP) {
 		log_err("the %s failed %u times in a row (%s): its interpreters start without it "
 			"until the daemon restarts",
@@ -471,8 +442,10 @@ static _Noreturn void template_exec(const Template *t, const char *home, int soc
 	sigset_t none;
 	int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
 
-	/* Dies with the daemon: a restarted one starts its own. */
+	/* Dies with the daemon: a restarted one starts its own. Its imports yield the CPU to
+	 * the sessions (it goes back to the default once ready, before it forks any). */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	setpriority(PRIO_PROCESS, 0, 10);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	snprintf(script, sizeof(script), "%s/" TEMPLATE_SCRIPT, cfg->lib_dir);
@@ -568,6 +541,11 @@ int template_start(Manager *m)
 			t->state = TEMPLATE_OFF;
 			continue;
 		}
+		if (i > 0) {
+			t->state = TEMPLATE_DOWN;
+			t->deferred = true;
+			continue;
+		}
 		r = template_launch(t);
 		if (r < 0) {
 			log_warn("the %s cannot start (%s): its interpreters start without it",
@@ -588,7 +566,6 @@ void template_free(Manager *m)
 		while (t->calls)
 			call_end(t, t->calls);
 		t->retry = loop_remove(m->loop, t->retry);
-		t->wait = loop_remove(m->loop, t->wait);
 		t->sock_src = loop_remove(m->loop, t->sock_src);
 		safe_close(t->sock);
 		pidfd_kill(t->pidfd);
@@ -605,7 +582,7 @@ int template_spawn(Session *s, enum interp_kind kind)
 	TemplateCall *c;
 	int ctl[2], out[2], err[2], r;
 
-	if (!t || s->runtime != 0 || (t->state != TEMPLATE_READY && t->state != TEMPLATE_STARTING))
+	if (!t || s->runtime != 0 || t->state != TEMPLATE_READY)
 		return -EOPNOTSUPP;
 	c = calloc(1, sizeof(*c));
 	if (!c)
@@ -628,13 +605,11 @@ int template_spawn(Session *s, enum interp_kind kind)
 	c->theirs[2] = err[1];
 	c->seq = ++t->next_seq ?: ++t->next_seq;
 	LIST_PUSH(t->calls, c);
-	if (t->state == TEMPLATE_READY && (r = send_call(t, c, s)) < 0) {
+	if ((r = send_call(t, c, s)) < 0) {
 		call_end(t, c);
 		return r;
 	}
 	s->interps[kind].tmpl_seq = c->seq;
 	s->interps[kind].state = INTERP_STARTING;
-	if (t->state == TEMPLATE_STARTING && !t->wait)
-		loop_add_timer(s->m->loop, TEMPLATE_WAIT_MS, on_wait_over, t, &t->wait);
 	return 0;
 }

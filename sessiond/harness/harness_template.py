@@ -458,6 +458,8 @@ def main():
     # to every object's header and copy the pages the forks share.
     gc.collect()
     gc.freeze()
+    # Started at a low priority for its imports; its forks run at the default.
+    os.setpriority(os.PRIO_PROCESS, 0, 0)
     sock.send(json.dumps({"ready": True, "loaded": loaded, "failed": failed}).encode())
     _serve(sock, bpf)
 

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cleanup.h"
@@ -122,15 +123,31 @@ void zombie_remains_remove(Manager *m, const char *rid)
 	workspace_destroy(m->env, rid);
 }
 
+/*
+ * Wait up to timeout_ms for pidfd's process to exit, reaping the daemon's exited children
+ * meanwhile: an interpreter forked from the Python template is the daemon's child in the
+ * sandbox's pid namespace, and the namespace's init does not finish exiting until every
+ * process in it has been reaped. The loop, which reaps them otherwise, does not run here.
+ */
+static void wait_exit_reaping(int pidfd, int timeout_ms)
+{
+	for (int waited = 0; waited < timeout_ms; waited += 20) {
+		struct pollfd p = { .fd = pidfd, .events = POLLIN };
+
+		while (waitpid(-1, NULL, WNOHANG) > 0)
+			;
+		if (poll(&p, 1, 20) != 0)
+			return;
+	}
+}
+
 void zombies_drain(Manager *m)
 {
 	while (m->zombies) {
 		Zombie *z = m->zombies;
 
 		if (z->pidfd >= 0) {
-			struct pollfd p = { .fd = z->pidfd, .events = POLLIN };
-
-			poll(&p, 1, 5000);
+			wait_exit_reaping(z->pidfd, 5000);
 			close(z->pidfd);
 			z->pidfd = -1;
 		}
