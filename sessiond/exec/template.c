@@ -155,6 +155,7 @@ static int send_call(Template *t, TemplateCall *c, Session *s)
 	json_set(req, "seq", json_object_new_int64(c->seq));
 	json_set(req, "env", env);
 	json_set(req, "cwd", json_object_new_string(SANDBOX_WORKSPACE));
+	json_set(req, "lib_dir", json_object_new_string(SANDBOX_LIB_DIR));
 	txt = json_render(req, &len);
 	if (!txt || json_incomplete(req))
 		return -ENOMEM;

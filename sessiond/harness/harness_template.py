@@ -16,7 +16,8 @@ It never runs user code. Once its imports are done it says
 or, when its harness cannot be imported (the kernel tier without IPython),
   {"ready": false, "why": "..."}  and exits.
 and then serves, one at a time,
-  {"op": "fork", "seq": N, "env": ["K=V", ...], "cwd": "/workspace"}
+  {"op": "fork", "seq": N, "env": ["K=V", ...], "cwd": "/workspace",
+   "lib_dir": "/opt/paddock" (where the sandbox has the harness)}
 with the descriptors (SCM_RIGHTS), in order: the sandbox init's pidfd, the harness's
 control socket, the write ends of its stdout and stderr pipes, and the session cgroup's
 cgroup.procs files (one per hierarchy) opened for writing. The answer is
@@ -225,10 +226,13 @@ def _fresh_stdio():
     _harness._STDOUT, _harness._STDERR = out, err
 
 
-def _own_pid():
-    """The harness's channel notes its process's pid at import (a child of user code that
-    comes back to its loop must not answer): in a fork, that is this process's."""
-    _harness.serve.__globals__["_PID"] = os.getpid()
+def _rebind_channel(lib_dir):
+    """What the harness's channel module noted at import, as this process would have: its
+    pid (a child of user code that comes back to its loop must not answer) and its file
+    (it loads the tools module from its directory), which the sandbox has at lib_dir."""
+    channel = _harness.serve.__globals__
+    channel["_PID"] = os.getpid()
+    channel["__file__"] = os.path.join(lib_dir, os.path.basename(channel["__file__"]))
 
 
 def _reseed():
@@ -246,7 +250,7 @@ def _become_interpreter(req, ctl, out, err, bpf):
     try:
         _place_fds(ctl, out, err)
         _fresh_stdio()
-        _own_pid()
+        _rebind_channel(req.get("lib_dir") or "/")
         step = "its signals"
         signal.pthread_sigmask(signal.SIG_SETMASK, [])
         for sig in (signal.SIGTERM, signal.SIGCHLD, signal.SIGHUP):

@@ -99,8 +99,9 @@ def preloaded(client):
 
 @pytest.fixture(scope="module")
 def tstack(stacks):
-    # Its own stack: one test kills the template.
-    return stacks.get("template", {"PADDOCK_POOL_SIZE": "2"})
+    # Its own stack: one test kills the template. No pool: a pool's sandboxes made while
+    # the template started keep the interpreter init gave them.
+    return stacks.get("template", {"PADDOCK_POOL_SIZE": "0"})
 
 
 @pytest.fixture(scope="module")
