@@ -380,10 +380,35 @@ class Bench:
         print(f"stack on 127.0.0.1:{self.stack.port}, peer on 127.0.0.1:{self.peer.port}", flush=True)
 
     def new_stack(self, name, env):
-        """A started stack with env, and every --env setting on top."""
+        """A started stack with env, and every --env setting on top; once its Python
+        templates (when the build has them) are ready, what it serves comes from them."""
         import paddock_stack as ps
         extra = dict(kv.split("=", 1) for kv in self.args.env)
-        return ps.Stack(name=name, env={**env, **extra}).start()
+        stack = ps.Stack(name=name, env={**env, **extra}).start()
+        self.wait_templates(stack)
+        return stack
+
+    @staticmethod
+    def wait_templates(stack, timeout=120):
+        """Wait until the templates have said whether they serve, then swap the pool's
+        sandboxes made meanwhile (their Python came from init) for new ones."""
+        log = os.path.join(stack.state_dir, "log", "paddock-sessiond.log")
+        deadline = time.monotonic() + timeout
+        done = ("kernel template ready", "kernel template is off", "kernel template cannot",
+                "kernel template failed")
+        while time.monotonic() < deadline:
+            with open(log, encoding="utf-8", errors="replace") as f:
+                text = f.read()
+            if "template starting" not in text or any(d in text for d in done):
+                break
+            time.sleep(0.2)
+        if "template starting" not in text:
+            return
+        st = stack.daemon_call({"op": "stats"})
+        http = Http(stack.port)
+        for sid in [http.create() for _ in range(st.get("pool_target") or 0)]:
+            http.destroy(sid)
+        http.close()
 
     def stop(self):
         problems = []
