@@ -150,6 +150,7 @@ static const SessionEvents session_events = {
 	.interp_exited = interp_exited,
 	.interp_settled = pool_interp_settled,
 	.sandbox_lost = session_destroy,
+	.template_ready = pool_template_ready,
 };
 
 int manager_new(const PaddockConfig *cfg, Loop *loop, int lock_wait_ms, Manager **ret)

@@ -75,8 +75,10 @@ static void on_spawned(Session *s, const struct init_msg *msg, int *fds, size_t 
 	interp_attach(s, msg->tag, msg->pid, fds);
 	/* Not init's child: its exit is seen through its pidfd (without a status, the daemon
 	 * that was its parent having gone). */
-	if (msg->status == INIT_SPAWNED_ADOPTED && s->interps[msg->tag].state != INTERP_DEAD)
+	if (msg->status == INIT_SPAWNED_ADOPTED && s->interps[msg->tag].state != INTERP_DEAD) {
+		s->interps[msg->tag].forked = true;
 		interp_watch_exit(&s->interps[msg->tag]);
+	}
 }
 
 static int exit_code(int status)

@@ -41,6 +41,7 @@ void interp_close(Interp *ip)
 	Loop *l = ip->s->m->loop;
 
 	ip->tmpl_seq = 0; /* an answer of the template that comes is dropped */
+	ip->forked = false;
 	ip->ctl_src = loop_remove(l, ip->ctl_src);
 	ip->out_src = loop_remove(l, ip->out_src);
 	ip->err_src = loop_remove(l, ip->err_src);
@@ -611,8 +612,10 @@ void interp_attach_forked(Session *s, enum interp_kind kind, pid_t ns_pid, int f
 
 	init_adopt(s, kind, ns_pid, fds);
 	interp_attach(s, kind, ns_pid, fds);
-	if (ip->state != INTERP_DEAD)
+	if (ip->state != INTERP_DEAD) {
+		ip->forked = true;
 		interp_watch_exit(ip);
+	}
 }
 
 /* The interpreter of s whose host pid is pid and whose exit its pidfd reports, or NULL. */

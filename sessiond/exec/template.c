@@ -294,6 +294,7 @@ static void on_ready(Template *t, json_object *msg)
 	    json_object_object_length(failed) > 0)
 		log_warn("%s: preload_modules not imported: %s", t->name,
 			 json_object_to_json_string_ext(failed, JSON_C_TO_STRING_PLAIN));
+	t->m->events->template_ready(t->m, t->kind);
 	launch_deferred(t->m);
 }
 

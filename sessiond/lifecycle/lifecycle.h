@@ -47,6 +47,9 @@ size_t pool_building_total(const Manager *m);
 /* SessionEvents.interp_settled: a pooled interpreter answered its first request, or
  * died: the next build may start; handed out meanwhile, its sandbox gets its weight. */
 void pool_interp_settled(Session *s);
+/* SessionEvents.template_ready: warm sandboxes of the default runtime whose interpreter of
+ * kind init started (the template was not ready) are made again, from the template. */
+void pool_template_ready(Manager *m, enum interp_kind kind);
 /* A warm sandbox of pool which (pool_index()), or NULL when none is in it. */
 Session *pool_take(Manager *m, int which);
 /* How many sandboxes pool which keeps ready. */

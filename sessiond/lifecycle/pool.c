@@ -408,6 +408,21 @@ void pool_interp_settled(Session *s)
 		session_cpu_foreground(s);
 }
 
+void pool_template_ready(Manager *m, enum interp_kind kind)
+{
+	int which = pool_index(0, kind == INTERP_KERNEL);
+	Session *next;
+
+	for (Session *s = m->pool[which]; s; s = next) {
+		const Interp *ip = &s->interps[kind];
+
+		next = s->next;
+		if (ip->state != INTERP_DEAD && !ip->forked)
+			session_destroy(s, "remade with the template's interpreter");
+	}
+	pool_schedule(m);
+}
+
 /*
  * Creates waiting for a sandbox get a build each at the default CPU weight: a refill under
  * way runs at the least, and busy sessions could starve it for as long as they run. One

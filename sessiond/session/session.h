@@ -113,6 +113,7 @@ typedef struct Interp {
 	bool reap;		 /* its children were killed after a run: the next request
 				  * asks it to collect them (they hold pids of the limit) */
 	uint32_t tmpl_seq;	 /* its request to the Python template in flight, or 0 */
+	bool forked;		 /* it came from a template (not from init) */
 } Interp;
 
 /* One session: a sandbox and what runs in it. */
@@ -166,6 +167,9 @@ typedef struct SessionEvents {
 	/* The sandbox can serve no more: init exited, or its processes cannot be killed
 	 * (lifecycle/end.c). s is freed. */
 	void (*sandbox_lost)(Session *s, const char *why);
+	/* The template of interpreters of kind is ready: warm sandboxes whose interpreter of
+	 * that kind init started meanwhile may be made again (lifecycle/pool.c). */
+	void (*template_ready)(Manager *m, enum interp_kind kind);
 } SessionEvents;
 
 /* A worker's request as dispatch.c hands it to its op. */

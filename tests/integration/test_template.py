@@ -256,6 +256,29 @@ def test_kernel_tier_comes_from_its_template(tstack, tclient):
     assert len(pngs) == 1, d["outputs"]
 
 
+def test_the_pool_is_made_again_from_the_template(stacks):
+    """Warm sandboxes made while the template started (their Python from init) are made
+    again once it is ready: sessions taken from the pool then have its interpreter."""
+    stack = stacks.get("template-pool", {"PADDOCK_POOL_SIZE": "2"})
+    client = ps.Client(stack)
+    log = os.path.join(stack.state_dir, "log", "paddock-sessiond.log")
+
+    def said(text):
+        with open(log, encoding="utf-8", errors="replace") as f:
+            return text in f.read()
+
+    wait_for(lambda: said("Python template ready"), "the template to be ready")
+    wait_for(lambda: stack.daemon_call({"op": "stats"}).get("pool_started", 0) >= 2,
+             "the pool to be made again")
+    sids = [client.new_session() for _ in range(2)]
+    try:
+        for sid in sids:
+            assert client.run(sid, "import os; print(os.getppid())").stdout == "0\n"
+    finally:
+        for sid in sids:
+            client.destroy(sid)
+
+
 def test_off_nothing_is_preloaded(stacks):
     stack = stacks.get("template-off", {"PADDOCK_PYTHON_TEMPLATE": "false",
                                         "PADDOCK_POOL_SIZE": "1"})
