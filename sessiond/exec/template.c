@@ -70,7 +70,6 @@ struct Template {
 	LoopSource *sock_src, *retry;
 	uint32_t next_seq;
 	unsigned failures; /* starts in a row that did not reach ready */
-	bool deferred;	   /* not started yet: once the one before it is ready (or gone) */
 	TemplateCall *calls;
 };
 
@@ -260,27 +259,6 @@ static TemplateCall *call_by_seq(Template *t, uint32_t seq)
 
 static int template_launch(Template *t);
 
-/*
- * Start the templates that waited for the one before: the imports take both cores for
- * seconds, and the daemon starts serving meanwhile, so they are made one after the other.
- */
-static void launch_deferred(Manager *m)
-{
-	for (size_t i = 0; i < TEMPLATE_KINDS; i++) {
-		Template *t = m->tmpl[i];
-
-		if (!t || !t->deferred)
-			continue;
-		t->deferred = false;
-		if (template_launch(t) < 0) {
-			log_warn("the %s cannot start: its interpreters start without it", t->name);
-			t->state = TEMPLATE_OFF;
-			continue;
-		}
-		return;
-	}
-}
-
 static void on_ready(Template *t, json_object *msg)
 {
 	json_object *loaded, *failed;
@@ -295,7 +273,6 @@ static void on_ready(Template *t, json_object *msg)
 		log_warn("%s: preload_modules not imported: %s", t->name,
 			 json_object_to_json_string_ext(failed, JSON_C_TO_STRING_PLAIN));
 	t->m->events->template_ready(t->m, t->kind);
-	launch_deferred(t->m);
 }
 
 static void on_answer(Template *t, json_object *msg)
@@ -334,7 +311,6 @@ static void template_cannot(Template *t, json_object *msg)
 	t->state = TEMPLATE_OFF;
 	while (t->calls)
 		call_fall_back(t, t->calls, "the template is off");
-	launch_deferred(t->m);
 }
 
 static void on_template(Loop *l, int fd, uint32_t events, void *data)
@@ -393,7 +369,6 @@ static void template_down(Template *t, const char *why)
 	t->state = TEMPLATE_DOWN;
 	while (t->calls)
 		call_fall_back(t, t->calls, "the template stopped");
-	launch_deferred(m);
 	if (t->failures >= TEMPLATE_GIVE_UP) {
 		log_err("the %s failed %u times in a row (%s): its interpreters start without it "
 			"until the daemon restarts",
@@ -541,11 +516,6 @@ int template_start(Manager *m)
 		/* The kernel tier is the code plane's, unless it is pinned to native. */
 		if (t->kind == INTERP_KERNEL && strcmp(m->cfg->code_backend, "native") == 0) {
 			t->state = TEMPLATE_OFF;
-			continue;
-		}
-		if (i > 0) {
-			t->state = TEMPLATE_DOWN;
-			t->deferred = true;
 			continue;
 		}
 		r = template_launch(t);

@@ -101,7 +101,7 @@ def preloaded(client):
 def tstack(stacks):
     # Its own stack: one test kills the template. No pool: a pool's sandboxes made while
     # the template started keep the interpreter init gave them.
-    return stacks.get("template", {"PADDOCK_POOL_SIZE": "0"})
+    return stacks.get("template", {"PADDOCK_POOL_SIZE": "0", "PADDOCK_PYTHON_TEMPLATE": "true"})
 
 
 @pytest.fixture(scope="module")
@@ -259,7 +259,8 @@ def test_kernel_tier_comes_from_its_template(tstack, tclient):
 def test_the_pool_is_made_again_from_the_template(stacks):
     """Warm sandboxes made while the template started (their Python from init) are made
     again once it is ready: sessions taken from the pool then have its interpreter."""
-    stack = stacks.get("template-pool", {"PADDOCK_POOL_SIZE": "2"})
+    stack = stacks.get("template-pool", {"PADDOCK_POOL_SIZE": "2",
+                                         "PADDOCK_PYTHON_TEMPLATE": "true"})
     client = ps.Client(stack)
     log = os.path.join(stack.state_dir, "log", "paddock-sessiond.log")
 
