@@ -740,14 +740,14 @@ class Bench:
             assert b'"1\\n"' in out, out[:300]
         self.samples["first import|pool"] = times
         fresh, _ = self.pdload("spawn", "-n", cycles, "-t", 120, "--warmup", 1, "--",
-                               "/usr/bin/python3", "-I", "-S", "-c",
+                               "/usr/bin/python3", "-I", "-c",
                                "import numpy, pandas, matplotlib.pyplot",
                                key="fresh interpreter: import")
         st, fs = stats_us(times), stats_us(self.samples["fresh interpreter: import"])
         ms = 1e3
         self.add_row(row="2i", what="first import numpy, pandas, matplotlib.pyplot, pooled session",
                      unit="ms", n=st["n"], median=st["median"] / ms, p99=st["p99"] / ms,
-                     peer="python3 -I -S -c 'import ...', no sandbox",
+                     peer="python3 -I -c 'import ...', no sandbox",
                      peer_median=fs["median"] / ms, peer_p99=fs["p99"] / ms,
                      ratio_median=st["median"] / fs["median"], ratio_p99=st["p99"] / fs["p99"],
                      target="<= 20 ms", errors=fresh["errors"],
