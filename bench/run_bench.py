@@ -94,14 +94,6 @@ def stats_us(samples_ns):
     return {"n": len(s), "median": pct(s, 50), "p99": pct(s, 99), "mean": sum(s) / len(s) if s else 0}
 
 
-def proc_cmdline(pid):
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read()
-    except OSError:
-        return None
-
-
 def proc_status(pid, keys=("VmRSS", "VmHWM")):
     out = {}
     try:
@@ -977,6 +969,7 @@ class Bench:
         return reply["sessions"]
 
     def row_density(self):
+        import paddock_stack as ps
         a = self.args
         n = a.density
         self.section(f"4. density: {n} idle Python sessions")
@@ -1069,7 +1062,7 @@ class Bench:
                      note=f"before {sd0.get('VmRSS', 0) / 1024:.1f} MiB, "
                           f"{(sd1.get('VmRSS', 0) - sd0.get('VmRSS', 0)) / max(live, 1):.0f} KiB/session")
         tmpl = [p for p in children_map().get(pids["paddock-sessiond"], [])
-                if b"harness_template.py" in (proc_cmdline(p) or b"")
+                if b"harness_template.py" in (ps.cmdline(p) or b"")
                 and os.readlink(f"/proc/{p}/ns/pid") == os.readlink("/proc/self/ns/pid")]
         if tmpl:
             self.add_row(row="4", what="  Python template PSS (once per node)", unit="MiB", n=1,

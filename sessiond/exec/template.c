@@ -53,7 +53,6 @@ enum template_state {
  */
 typedef struct TemplateCall {
 	uint32_t seq;  /* the request's number, never 0 (for its template's kind) */
-	bool sent;     /* the template has it */
 	int mine[3];   /* sessiond's ends: ctl, stdout and stderr read ends */
 	int theirs[3]; /* the interpreter's: ctl, stdout and stderr write ends */
 	struct TemplateCall *prev, *next;
@@ -173,8 +172,6 @@ static int send_call(Template *t, TemplateCall *c, Session *s)
 	memcpy(CMSG_DATA(h), fds, sizeof(int) * (size_t)(4 + n));
 	if (sendmsg(t->sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
 		r = -errno;
-	else
-		c->sent = true;
 	for (int i = 0; i < n; i++)
 		close(fds[4 + i]);
 	/* Sent (the template holds copies) or not, these are no longer ours to keep. */
@@ -252,7 +249,7 @@ static void call_started(Template *t, TemplateCall *c, pid_t pid)
 static TemplateCall *call_by_seq(Template *t, uint32_t seq)
 {
 	for (TemplateCall *c = t->calls; c; c = c->next)
-		if (c->seq == seq && c->sent)
+		if (c->seq == seq)
 			return c;
 	return NULL;
 }
