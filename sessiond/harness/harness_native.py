@@ -55,6 +55,7 @@ _STDERR = sys.stderr
 _running = False          # True while user code runs: SIGINT interrupts it
 _cell_count = 0
 _sources = {}             # "<cell-N>" -> source lines, for linecache
+_synced_cache = [None]    # the linecache.cache all of _sources is in
 _user_globals = None
 _channel = None           # the control socket
 
@@ -197,21 +198,41 @@ def _remember_source(filename, code):
     """Keep the cell's lines so tracebacks (ours and the user's) can show them."""
     if len(code) > MAX_REMEMBERED_SOURCE:
         return
-    _sources[filename] = code.splitlines(True)
-    _sync_linecache()
+    lines = _sources[filename] = code.splitlines(True)
+    cache = _linecache_dict()
+    if cache is None:
+        return
+    if cache is _synced_cache[0]:
+        # Every earlier cell is there already: add this one alone, so a call
+        # costs the same in the 20,000th cell as in the first.
+        _cache_source(cache, filename, lines)
+    else:
+        _sync_linecache()
+
+
+def _linecache_dict():
+    # linecache is not imported at startup (it pulls in tokenize and re); a
+    # preloaded interpreter has it from its first cell.
+    cache = getattr(_sys.modules.get("linecache"), "cache", None)
+    return cache if isinstance(cache, dict) else None
+
+
+def _cache_source(cache, filename, lines):
+    # mtime None marks the entry as not backed by a file, so checkcache()
+    # leaves it alone.
+    if filename not in cache:
+        cache[filename] = (sum(map(len, lines)), None, lines, filename)
 
 
 def _sync_linecache():
-    # linecache is not imported at startup (it pulls in tokenize and re); once
-    # anybody has imported it, hand it every cell source. mtime None marks the
-    # entries as not backed by a file, so checkcache() leaves them alone.
-    linecache = _sys.modules.get("linecache")
-    cache = getattr(linecache, "cache", None)
-    if not isinstance(cache, dict):
+    """Hand linecache every cell source: once it first appears, and again
+    before formatting an exception (user code may have cleared it)."""
+    cache = _linecache_dict()
+    if cache is None:
         return
     for filename, lines in _sources.items():
-        if filename not in cache:
-            cache[filename] = (sum(map(len, lines)), None, lines, filename)
+        _cache_source(cache, filename, lines)
+    _synced_cache[0] = cache
 
 
 # ---------------------------------------------------------------- running code

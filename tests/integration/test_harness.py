@@ -207,6 +207,28 @@ def test_traceback_has_no_harness_frames(py):
     assert reply["error"]["ename"] == "ZeroDivisionError"
 
 
+def test_cell_sources_reach_linecache_once_it_is_loaded(py):
+    # Before linecache is imported, cells are remembered; from the cell after
+    # its import, each new cell is added alone, and all of them again after the
+    # user clears it.
+    py.run("def early():\n    raise KeyError('early cell')")
+    py.run("import linecache, traceback")
+    reply, out, err = py.run(
+        "def later():\n    return early()\n"
+        "try:\n    later()\nexcept KeyError:\n    print(traceback.format_exc())")
+    assert reply["return_code"] == 0, err
+    assert "raise KeyError('early cell')" in out and "return early()" in out
+    py.run("x = 1")
+    reply, out, err = py.run(
+        "print(sorted(k for k in linecache.cache if k.startswith('<cell-')))")
+    cells = eval(out)
+    assert len(cells) == 5, out
+    py.run("linecache.clearcache()")
+    reply, out, err = py.run("later()")
+    assert reply["return_code"] == 1
+    assert "raise KeyError('early cell')" in err and "return early()" in err, err
+
+
 def test_cell_mode_error_goes_to_reply_not_stderr(py):
     reply, out, err = py.run("raise ValueError('bad')", mode="cell")
     assert err == ""
