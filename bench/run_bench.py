@@ -1106,9 +1106,22 @@ class Bench:
         base, peer = f"http://127.0.0.1:{self.stack.port}", f"http://127.0.0.1:{self.peer.port}"
         src = self.peer.static_path
         res = {"put": [], "get": [], "static": [], "relay_put": []}
+        groups = self.cpu_groups()
+        cpu = {"put": {"nginx": 0.0, "worker": 0.0}, "relay_put": {"nginx": 0.0, "worker": 0.0}}
+
+        def metered(key, side, worker, args):
+            """One upload, its CPU in the side's nginx and FastCGI program added to cpu[key]."""
+            pids = {"nginx": groups[side]["nginx"], "worker": groups[side][worker]}
+            before = {k: sum(cpu_seconds(p) for p in v) for k, v in pids.items()}
+            out = self.curl(args)
+            for k, v in pids.items():
+                cpu[key][k] += sum(cpu_seconds(p) for p in v) - before[k]
+            return out
+
         for _ in range(a.file_rounds):
-            code, tt, up, _ = self.curl(["-F", f"file=@{src};filename=big.bin", "-F", "path=big.bin",
-                                         f"{base}/sessions/{sid}/files"])
+            code, tt, up, _ = metered("put", "paddock", "paddock-fcgi",
+                                      ["-F", f"file=@{src};filename=big.bin", "-F", "path=big.bin",
+                                       f"{base}/sessions/{sid}/files"])
             assert code == 201, code
             res["put"].append(size / tt)
             code, tt, _, down = self.curl([f"{base}/sessions/{sid}/files?path=big.bin"])
@@ -1117,8 +1130,9 @@ class Bench:
             code, tt, _, down = self.curl([f"{peer}/bench/static"])
             assert code == 200 and int(down) == size, (code, down)
             res["static"].append(size / tt)
-            code, tt, up, _ = self.curl(["-F", f"file=@{src};filename=big.bin", "-F", "path=big.bin",
-                                         f"{peer}/sessions/x/files"])
+            code, tt, up, _ = metered("relay_put", "relay", "fcgi_fixed",
+                                      ["-F", f"file=@{src};filename=big.bin", "-F", "path=big.bin",
+                                       f"{peer}/sessions/x/files"])
             assert code == 200, code
             res["relay_put"].append(size / tt)
         after = {k: proc_status(pids[k]) for k in ("paddock-sessiond", "paddock-fcgi")}
@@ -1141,6 +1155,12 @@ class Bench:
         self.add_row(row="5b", what="  peer: same upload to fcgi_fixed (reads, discards)", unit="MiB/s",
                      n=a.file_rounds, median=med["relay_put"], p99=None,
                      note=f"PutFile / this = {med['put'] / med['relay_put']:.2f}")
+        per = {k: {w: v / a.file_rounds * 1e3 for w, v in c.items()} for k, c in cpu.items()}
+        self.extra["files"]["cpu_ms_per_put"] = per
+        for what, w, peer in (("paddock-fcgi", "worker", "fcgi_fixed"), ("nginx", "nginx", "nginx (relay)")):
+            self.add_row(row="5c", what=f"  CPU per PutFile: {what}", unit="ms", n=a.file_rounds,
+                         median=per["put"][w], p99=None, peer=peer, peer_median=per["relay_put"][w],
+                         ratio_median=per["put"][w] / per["relay_put"][w] if per["relay_put"][w] else None)
 
     # -- row 8: workspace I/O
 
@@ -1533,7 +1553,7 @@ def main():
     ap.add_argument("--density", type=int, default=200, help="row 4: idle Python sessions")
     ap.add_argument("--density-timeout", type=int, default=600)
     ap.add_argument("--file-mib", type=int, default=100)
-    ap.add_argument("--file-rounds", type=int, default=3)
+    ap.add_argument("--file-rounds", type=int, default=5)
     ap.add_argument("--cg-execs", type=int, default=50, help="row 6: execs under callgrind")
     ap.add_argument("--ws-mib", type=int, default=256, help="row 8: MiB written and read")
     ap.add_argument("--ws-rounds", type=int, default=3, help="row 8: rounds")

@@ -122,6 +122,25 @@ static int emit(MultipartParser *p, const char *buf, size_t len)
 }
 
 /*
+ * The first CR in buf that may start the delimiter: one followed by all of it, or by as
+ * much of it as buf holds. Any other CR is data whatever comes after it, so a span of
+ * binary data (a CR every 256 bytes or so) goes to the callback whole, not CR by CR.
+ */
+static const char *next_candidate(const MultipartParser *p, const char *buf, size_t len)
+{
+	const char *s = buf, *end = buf + len;
+
+	while ((s = memchr(s, '\r', (size_t)(end - s)))) {
+		size_t n = (size_t)(end - s) < p->dlen ? (size_t)(end - s) : p->dlen;
+
+		if (memcmp(s, p->delim, n) == 0)
+			return s;
+		s++;
+	}
+	return NULL;
+}
+
+/*
  * Scan for the delimiter in the preamble or a part's data. The boundary holds
  * no CR, so after a mismatch a new match can only start at a CR: the bytes held
  * back so far are plain data. Returns bytes consumed; on a full match the state
@@ -134,7 +153,7 @@ static ssize_t scan(MultipartParser *p, const char *buf, size_t len, bool data)
 
 	while (i < len) {
 		if (p->match == 0) {
-			const char *cr = memchr(buf + i, '\r', len - i);
+			const char *cr = next_candidate(p, buf + i, len - i);
 			size_t n = cr ? (size_t)(cr - (buf + i)) : len - i;
 
 			if (data && (r = emit(p, buf + i, n)) < 0)

@@ -202,9 +202,13 @@ struct upload {
 	size_t wlen;		     /* bytes in wbuf */
 };
 
-/* Binary data splits at every CR the parser checks for a delimiter: without a buffer each
- * piece (about 256 bytes of random data) would cost a write(). */
-#define PUT_WRITE_BUFFER (256 * 1024)
+/* Pieces of a file part smaller than this are gathered before a write(): the parser ends
+ * a piece at each CR that could begin a delimiter, and at each read's end. Larger pieces
+ * (a body read PUT_READ_CHUNK at a time is mostly one piece per read) are written from
+ * the read buffer as they are, without a copy. */
+#define PUT_WRITE_BUFFER (64 * 1024)
+/* The body is read this much at a time (libfcgi fills it from its records). */
+#define PUT_READ_CHUNK (256 * 1024)
 
 static int up_begin(void *ud, const char *name, const char *filename)
 {
@@ -324,7 +328,7 @@ static void put_error(ReqCtx *rq, int r)
 static int put_stream(ReqCtx *rq, const char *boundary, struct upload *u)
 {
 	MultipartCallbacks cb = { up_begin, up_data, up_end, u };
-	_cleanup_free_ char *buf = malloc(CHUNK);
+	_cleanup_free_ char *buf = malloc(PUT_READ_CHUNK);
 	MultipartParser *p = NULL;
 	int r;
 
@@ -334,7 +338,7 @@ static int put_stream(ReqCtx *rq, const char *boundary, struct upload *u)
 	if (r < 0)
 		return r;
 	for (;;) {
-		ssize_t n = http_read(&rq->http, buf, CHUNK);
+		ssize_t n = http_read(&rq->http, buf, PUT_READ_CHUNK);
 
 		if (n < 0) {
 			r = (int)n;

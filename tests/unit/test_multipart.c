@@ -14,6 +14,7 @@
 struct transcript {
 	char buf[1 << 16];
 	size_t len;
+	size_t data_calls;  /* part_data calls */
 	int fail_data_with; /* make part_data fail with this, when non-zero */
 };
 
@@ -49,6 +50,7 @@ static int on_data(void *ud, const char *buf, size_t len)
 		return t->fail_data_with;
 	if (len == 0) /* the parser never reports empty data */
 		CHECK_GT_INT(len, 0);
+	t->data_calls++;
 	put(t, buf, len);
 	return 0;
 }
@@ -69,6 +71,7 @@ static int run(const char *boundary, const char *body, size_t len, const size_t 
 	int r;
 
 	t->len = 0;
+	t->data_calls = 0;
 	t->buf[0] = '\0';
 	r = multipart_parser_new(boundary, &cb, max_parts, max_hdr, &p);
 	if (r < 0)
@@ -391,6 +394,52 @@ static void test_garbage_gives_errors_never_crashes(void)
 	CHECK(ok);
 }
 
+/*
+ * Binary data has a CR every 256 bytes or so. Those not followed by the delimiter are
+ * data, so a part arrives in one piece per feed, not one per CR, and the same at any cut.
+ */
+static void test_binary_data_arrives_in_one_piece_per_feed(void)
+{
+	static struct transcript t;
+	static char body[50000], expect[50000];
+	static const char head[] = "--XyZ\r\nContent-Disposition: form-data; name=file\r\n\r\n";
+	static const char tail[] = "\r\n--XyZ--\r\n";
+	/* CRs alone, CRLFs, CRLF and dashes, a prefix of the delimiter with a wrong byte. */
+	static const char *const near[] = { "\r", "\r\n", "\r\n--", "\r\n--Xy", "\r\n--XyQ" };
+	size_t hl = strlen(head), len = hl, dlen;
+
+	memcpy(body, head, hl);
+	srand(4242);
+	while (len < sizeof(body) - 200) {
+		const char *s = near[(size_t)rand() % 5];
+
+		for (int k = 0; k < 90; k++)
+			body[len++] = (char)('a' + rand() % 26);
+		memcpy(body + len, s, strlen(s));
+		len += strlen(s);
+	}
+	dlen = len - hl;
+	memcpy(expect, "[file|(none)]", 13);
+	memcpy(expect + 13, body + hl, dlen);
+	memcpy(expect + 13 + dlen, "{end}", 6);
+	memcpy(body + len, tail, strlen(tail));
+	len += strlen(tail);
+
+	CHECK_EQ_INT(run("XyZ", body, len, NULL, 0, &t, 1000, 8192), 0);
+	CHECK_EQ_STR(t.buf, expect);
+	CHECK_EQ_INT(t.data_calls, 1);
+
+	for (size_t n = 997; n < len; n += 1009) {
+		size_t chunks[1] = { n };
+
+		CHECK_EQ_INT(run("XyZ", body, len, chunks, 1, &t, 1000, 8192), 0);
+		CHECK_EQ_STR(t.buf, expect);
+		/* At most two pieces a feed: one before a delimiter prefix cut by the feed's
+		 * end, and that prefix given back as data. */
+		CHECK(t.data_calls <= 2 * (len / n + 1));
+	}
+}
+
 int main(void)
 {
 	test_parser_new_refuses_empty_and_cr_boundaries();
@@ -400,5 +449,6 @@ int main(void)
 	test_disposition_parameters_are_unquoted_in_any_case();
 	test_boundary_comes_from_a_form_data_content_type();
 	test_garbage_gives_errors_never_crashes();
+	test_binary_data_arrives_in_one_piece_per_feed();
 	return unit_summary();
 }
