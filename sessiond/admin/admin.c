@@ -27,6 +27,7 @@ void op_stats(Manager *m, Conn *c, const Request *rq)
 {
 	const PaddockConfig *cfg = m->cfg;
 	json_object *o = reply_ok(), *lim = json_object_new_object();
+	json_object *tmpl = json_object_new_object();
 	size_t running = 0, buffered = 0;
 
 	(void)rq;
@@ -70,6 +71,9 @@ void op_stats(Manager *m, Conn *c, const Request *rq)
 	json_set(lim, "tenant_cpu_weight", json_object_new_int64(cfg->tenant_cpu_weight));
 	json_set(o, "limits", lim);
 	json_set(o, "runtimes", runtimes_stats(m));
+	json_set(tmpl, "python", json_object_new_string(template_state_name(m, INTERP_PYTHON)));
+	json_set(tmpl, "kernel", json_object_new_string(template_state_name(m, INTERP_KERNEL)));
+	json_set(o, "templates", tmpl);
 	json_set(o, "retired_runtime_sessions",
 		 json_object_new_int64((int64_t)runtimes_retired_sessions(m)));
 	conn_reply(c, o, NULL, 0);

@@ -49,6 +49,8 @@ int init_send(Session *s, struct init_msg *msg, const char *blob, size_t bloblen
  * then starts without it); free it and stop its process. */
 int template_start(Manager *m);
 void template_free(Manager *m);
+/* The state of kind's template for stats: "off", "starting", "ready" or "down". */
+const char *template_state_name(const Manager *m, enum interp_kind kind);
 
 /* A child of the daemon exited (SIGCHLD): an interpreter whose exit is watched through
  * its pidfd is handled, and reaped, now, so that no other reaper takes its status. */

@@ -525,6 +525,20 @@ int template_start(Manager *m)
 	return 0;
 }
 
+const char *template_state_name(const Manager *m, enum interp_kind kind)
+{
+	static const char *const names[] = {
+		[TEMPLATE_OFF] = "off",
+		[TEMPLATE_STARTING] = "starting",
+		[TEMPLATE_READY] = "ready",
+		[TEMPLATE_DOWN] = "down",
+	};
+	int i = template_index(kind);
+	const Template *t = i >= 0 ? m->tmpl[i] : NULL;
+
+	return t ? names[t->state] : "off";
+}
+
 void template_free(Manager *m)
 {
 	for (size_t i = 0; i < TEMPLATE_KINDS; i++) {

@@ -225,9 +225,17 @@ def test_template_holds_nothing_of_sessions(tstack, tclient, sid, kind):
                      "PYTHONDONTWRITEBYTECODE"], names
 
 
+def templates(stack):
+    """The daemon's view of its templates, from stats: {"python": state, "kernel": state}."""
+    return stack.daemon_call({"op": "stats"})["templates"]
+
+
 def test_the_template_comes_back_and_python_starts_meanwhile(tstack, tclient):
     (pid,) = template_pids(tstack)
+    wait_for(lambda: templates(tstack)["python"] == "ready", "stats to say ready")
     os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: templates(tstack)["python"] in ("down", "starting"),
+             "stats to say the template is down")
     # Meanwhile sessions still get Python (from init).
     s = tclient.new_session()
     try:
@@ -237,6 +245,7 @@ def test_the_template_comes_back_and_python_starts_meanwhile(tstack, tclient):
     wait_for(lambda: template_pids(tstack) and template_pids(tstack) != [pid],
              "a new template")
     wait_for(lambda: preloaded(tclient), "the new template to serve")
+    assert templates(tstack)["python"] == "ready"
 
 
 def test_kernel_tier_comes_from_its_template(tstack, tclient):
@@ -285,4 +294,5 @@ def test_off_nothing_is_preloaded(stacks):
                                         "PADDOCK_POOL_SIZE": "1"})
     client = ps.Client(stack)
     assert template_pids(stack) == [] and template_pids(stack, "kernel") == []
+    assert templates(stack) == {"python": "off", "kernel": "off"}
     assert not preloaded(client)
