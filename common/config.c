@@ -62,7 +62,7 @@ static const struct setting settings[] = {
 	S("worker_user", worker_user, "paddock"),
 	S("socket_group", socket_group, "paddock"),
 	S("python_bin", python_bin, "/usr/bin/python3"),
-	B("python_template", python_template, "false"),
+	B("python_template", python_template, "true"),
 	S("preload_modules", preload_modules, "numpy,pandas,matplotlib.pyplot"),
 	S("bash_bin", bash_bin, "/bin/bash"),
 	S("node_bin", node_bin, "/usr/bin/node"),

@@ -216,10 +216,34 @@ def test_units_active():
 
 # --- live sessions through restart, kill -9, upgrade, nginx restart ------------------------
 
+def python_from_template(c):
+    """Whether a new session's Python was forked from the template (its parent is outside
+    the sandbox's pid namespace: 0) rather than started by init (1)."""
+    sid = c.new_session()
+    try:
+        return c.run(sid, "import os; print(os.getppid())").stdout == "0\n"
+    finally:
+        c.destroy(sid)
+
+
 def test_sessions_with_state():
     c = client()
+    # The template imports for a while after the daemon starts (longer without KVM);
+    # then the pool is made again from it.
+    try:
+        ps.wait_for(lambda: python_from_template(c), 600, "Python from the template", interval=2.0)
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n" + sh("journalctl", "-u", "paddock-sessiond.service",
+                                            "--no-pager", "-n", "60", check=False).stdout)
     sids = sessions_with_state(c)
     assert_state(c, sids)
+    # Python was forked from the template (its parent is outside the sandbox's pid
+    # namespace: 0), not started by init (1).
+    for sid in sids:
+        out = c.run(sid, "import os; print(os.getppid())")
+        assert out.stdout == "0\n", f"{sid}: Python did not come from the template: {out}\n" + \
+            sh("journalctl", "-u", "paddock-sessiond.service", "--no-pager", "-n", "40",
+               check=False).stdout
     save(kept=sids)
 
 
