@@ -78,13 +78,28 @@ def _check(ret, what):
         raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
-def _read_all(fd):
+def _read_line(fd):
+    """What fd says up to its first newline (or its end): the forking child's word, read
+    without waiting for that child to exit."""
     chunks = []
     while True:
         b = os.read(fd, 65536)
-        if not b:
-            return b"".join(chunks)
+        if not b or b"\n" in b:
+            return (b"".join(chunks) + b).split(b"\n", 1)[0]
         chunks.append(b)
+
+
+def _reap_forking_children():
+    """The forking children that have exited. Each exits right after it has forked its
+    interpreter, and that exit (unmapping its copy of the template's address space) takes
+    a while: nobody waits for it, it is collected here, at the next fork."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
 
 
 # ---------------------------------------------------------------- the interpreter
@@ -311,12 +326,13 @@ def _enter_and_fork(req, fds, report_fd, bpf):
     if child == 0:
         os.close(report_fd)
         _become_interpreter(req, ctl, out, err, bpf)
-    os.write(report_fd, str(child).encode())
+    os.write(report_fd, f"{child}\n".encode())
 
 
 def _fork(sock, req, fds, bpf):
     if len(fds) < 5:
         raise ValueError("a fork needs init's pidfd, three descriptors and a cgroup")
+    _reap_forking_children()
     r, w = os.pipe()
     first = os.fork()
     if first == 0:
@@ -327,17 +343,16 @@ def _fork(sock, req, fds, bpf):
             code = 0
         except BaseException as exc:
             try:
-                os.write(w, f"error {exc}".encode())
+                os.write(w, f"error {exc}\n".encode())
             except OSError:
                 pass
             code = 1
         os._exit(code)
     os.close(w)
     try:
-        said = _read_all(r).decode("utf-8", "replace")
+        said = _read_line(r).decode("utf-8", "replace")
     finally:
         os.close(r)
-        os.waitpid(first, 0)
     if said.isdigit():
         return {"pid": int(said)}
     return {"error": said[len("error "):] if said.startswith("error ") else
