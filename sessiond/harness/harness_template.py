@@ -89,19 +89,6 @@ def _read_line(fd):
         chunks.append(b)
 
 
-def _reap_forking_children():
-    """The forking children that have exited. Each exits right after it has forked its
-    interpreter, and that exit (unmapping its copy of the template's address space) takes
-    a while: nobody waits for it, it is collected here, at the next fork."""
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-
-
 # ---------------------------------------------------------------- the interpreter
 
 def _init_status():
@@ -332,7 +319,6 @@ def _enter_and_fork(req, fds, report_fd, bpf):
 def _fork(sock, req, fds, bpf):
     if len(fds) < 5:
         raise ValueError("a fork needs init's pidfd, three descriptors and a cgroup")
-    _reap_forking_children()
     r, w = os.pipe()
     first = os.fork()
     if first == 0:
@@ -354,9 +340,9 @@ def _fork(sock, req, fds, bpf):
     finally:
         os.close(r)
     if said.isdigit():
-        return {"pid": int(said)}
+        return {"pid": int(said)}, first
     return {"error": said[len("error "):] if said.startswith("error ") else
-            "the forking child ended without a word"}
+            "the forking child ended without a word"}, first
 
 
 def _serve(sock, bpf):
@@ -367,13 +353,13 @@ def _serve(sock, bpf):
             continue
         if not msg:
             return   # sessiond went away: so do we
-        seq = None
+        seq = first = None
         try:
             req = json.loads(msg)
             seq = req.get("seq")
             if req.get("op") != "fork":
                 raise ValueError("unknown op")
-            reply = _fork(sock, req, fds, bpf)
+            reply, first = _fork(sock, req, fds, bpf)
         except (ValueError, OSError, TypeError, AttributeError) as exc:
             reply = {"error": str(exc)}
         finally:
@@ -384,6 +370,11 @@ def _serve(sock, bpf):
                     pass
         reply["seq"] = seq
         sock.send(json.dumps(reply).encode())
+        if first:
+            # The forking child has said its word and is exiting; that exit (unmapping its
+            # copy of our address space) is waited for after the answer, not before it.
+            # It joined the session's cgroups: it must not stay there as a zombie.
+            os.waitpid(first, 0)
 
 
 # ---------------------------------------------------------------- start
