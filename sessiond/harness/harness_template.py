@@ -337,6 +337,9 @@ def _fork(sock, req, fds, bpf):
     os.close(w)
     try:
         said = _read_line(r).decode("utf-8", "replace")
+    except BaseException:
+        os.waitpid(first, 0)  # no answer will carry it to _serve's wait
+        raise
     finally:
         os.close(r)
     if said.isdigit():
