@@ -33,6 +33,9 @@
 /* Directory entries one walk may look at, so a huge tree cannot stall the daemon. */
 #define WS_WALK_BUDGET 200000
 
+/* Bytes of directory entries a walk reads at once: about a hundred names. */
+#define WS_WALK_DENTS 8192
+
 /* Attempts at a fresh random name for the temporary link of a commit. */
 #define WS_TMPNAME_TRIES 16
 
@@ -372,11 +375,23 @@ static bool timespec_ge(const struct timespec *a, const struct timespec *b)
 	return a->tv_sec > b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec >= b->tv_nsec);
 }
 
+/* A directory the walk has open. Entries are read with getdents64() into the walk's one
+ * buffer, which always holds the deepest directory's; a directory left for a subdirectory
+ * reads on from the offset after that subdirectory's entry, as seekdir() would. */
+typedef struct WalkDir {
+	int fd;
+	size_t len;   /* the length of path naming it */
+	off_t resume; /* where to read on once back from a subdirectory */
+	bool seek;    /* resume is to be sought first */
+} WalkDir;
+
 /*
  * A bounded, symlink-free walk over regular files; visit() sees workspace-relative paths.
  * It keeps its open directories on a stack of its own rather than recursing, so that it
  * can stop after any number of entries and go on later (the daemon's loop walks a large
- * workspace a slice per turn).
+ * workspace a slice per turn). It reads directories itself rather than with opendir(),
+ * which costs a stat, two fcntl() calls and a 32 KiB allocation per directory: the walk
+ * after every call opens at least the workspace's root.
  */
 typedef struct Walk Walk;
 struct Walk {
@@ -388,34 +403,26 @@ struct Walk {
 	void *userdata;		      /* for visit() */
 	/* Called for each regular file accepted; < 0 aborts the walk. */
 	int (*visit)(Walk *w, const char *path, const struct stat *st);
-	DIR *dirs[WS_WALK_MAX_DEPTH];	/* the directories open, the one being read last */
-	size_t lens[WS_WALK_MAX_DEPTH]; /* the length of path at each */
-	unsigned depth;			/* how many are open */
-	/* Last, and not zeroed (scan_new): 20 KiB a call would clear for nothing. */
+	WalkDir dirs[WS_WALK_MAX_DEPTH]; /* the directories open, the one being read last */
+	unsigned depth;			 /* how many are open */
+	size_t pos, end;		 /* the deepest one's unread entries: dents[pos, end) */
+	/* Last, and not zeroed (scan_new): 28 KiB a call would clear for nothing. */
 	char path[WSFS_API_PATH_MAX]; /* the current path, workspace-relative, in API form */
+	char dents[WS_WALK_DENTS] __attribute__((aligned(8)));
 };
 
 /* Open the directory dfd (ownership taken) below the others; path[0..len) names it. */
-static int walk_push(Walk *w, int dfd, size_t len)
+static void walk_push(Walk *w, int dfd, size_t len)
 {
-	DIR *d = fdopendir(dfd);
-
-	if (!d) {
-		int r = -errno;
-
-		close(dfd);
-		return r;
-	}
-	w->dirs[w->depth] = d;
-	w->lens[w->depth] = len;
-	w->depth++;
-	return 0;
+	w->dirs[w->depth++] = (WalkDir){ .fd = dfd, .len = len };
+	w->pos = w->end = 0;
 }
 
 static void walk_pop(Walk *w)
 {
-	closedir(w->dirs[--w->depth]);
-	w->path[w->depth ? w->lens[w->depth - 1] : 0] = '\0';
+	close(w->dirs[--w->depth].fd);
+	w->path[w->depth ? w->dirs[w->depth - 1].len : 0] = '\0';
+	w->pos = w->end = 0;
 }
 
 static void walk_close(Walk *w)
@@ -424,24 +431,81 @@ static void walk_close(Walk *w)
 		walk_pop(w);
 }
 
+/* The deepest directory's next entry: 1 with *ret set, 0 at its end, -errno. */
+static int walk_next(Walk *w, const struct dirent64 **ret)
+{
+	WalkDir *d = &w->dirs[w->depth - 1];
+	const struct dirent64 *de;
+
+	if (w->pos >= w->end) {
+		ssize_t n;
+
+		if (d->seek) {
+			if (lseek(d->fd, d->resume, SEEK_SET) < 0)
+				return -errno;
+			d->seek = false;
+		}
+		n = getdents64(d->fd, w->dents, sizeof(w->dents));
+		if (n <= 0)
+			return n < 0 ? -errno : 0;
+		w->pos = 0;
+		w->end = (size_t)n;
+	}
+	de = (const struct dirent64 *)(w->dents + w->pos);
+	w->pos += de->d_reclen;
+	*ret = de;
+	return 1;
+}
+
+/* What the walk does with an entry by its type: directories are opened without a look
+ * (the open refuses anything else), regular files and unknown types are looked at. */
+static bool entry_needs_stat(unsigned char type)
+{
+	return type == DT_REG || type == DT_UNKNOWN;
+}
+
+/* Go down into the directory entry name of the deepest directory, which path[0..plen)
+ * now names: 1 when it is open and being read, 0 to go on past it, -errno to fail. */
+static int walk_descend(Walk *w, const char *name, off_t after, size_t plen)
+{
+	WalkDir *d = &w->dirs[w->depth - 1];
+	int child;
+
+	if (w->depth >= WS_WALK_MAX_DEPTH) {
+		w->truncated = true;
+		return 0;
+	}
+	child = wsfs_openat2(d->fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+	if (child >= 0) {
+		/* The buffer goes to the child: this one reads on from after the entry. */
+		d->resume = after;
+		d->seek = true;
+		walk_push(w, child, plen);
+		return 1;
+	}
+	if (child != -ENOENT && child != -ELOOP && child != -ENOTDIR && child != -EXDEV)
+		return child; /* anything but a race with the session or a mount */
+	return 0;
+}
+
 /* Look at up to `entries` more directory entries: 1 when the walk is over (all seen, or a
  * limit reached), 0 when there is more to see, -errno on failure. */
 static int walk_step(Walk *w, size_t entries)
 {
 	while (w->depth > 0) {
-		DIR *d = w->dirs[w->depth - 1];
-		size_t len = w->lens[w->depth - 1], plen;
-		struct dirent *de;
+		const WalkDir *d = &w->dirs[w->depth - 1];
+		size_t len = d->len, plen;
+		const struct dirent64 *de = NULL;
 		struct stat st;
+		bool is_dir;
 		int r;
 
 		if (entries == 0)
 			return 0;
-		errno = 0;
-		de = readdir(d);
-		if (!de) {
-			if (errno)
-				return -errno;
+		r = walk_next(w, &de);
+		if (r < 0)
+			return r;
+		if (r == 0) {
 			walk_pop(w);
 			continue;
 		}
@@ -455,10 +519,16 @@ static int walk_step(Walk *w, size_t entries)
 		w->budget--;
 
 		/* Never follows a symlink: the entry itself is looked at. */
-		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-			continue; /* gone meanwhile */
-		if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+		is_dir = de->d_type == DT_DIR;
+		if (entry_needs_stat(de->d_type)) {
+			if (fstatat(d->fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+				continue; /* gone meanwhile */
+			is_dir = S_ISDIR(st.st_mode);
+			if (!S_ISREG(st.st_mode) && !is_dir)
+				continue;
+		} else if (!is_dir) {
 			continue;
+		}
 
 		/* Paths go out in API form: whatever bytes the name holds, they are text. */
 		plen = len + (len ? 1 : 0);
@@ -473,35 +543,23 @@ static int walk_step(Walk *w, size_t entries)
 			w->path[len] = '/';
 		plen += (size_t)r;
 
-		if (S_ISREG(st.st_mode)) {
-			if (w->since && !timespec_ge(&st.st_mtim, w->since)) {
-				w->path[len] = '\0';
-				continue;
-			}
-			if (w->n >= w->max) {
-				w->truncated = true;
-				w->path[len] = '\0';
-				return 1;
-			}
+		if (is_dir) {
+			r = walk_descend(w, de->d_name, de->d_off, plen);
+			if (r < 0)
+				return r;
+			if (r > 0)
+				continue; /* path names the directory now read */
+		} else if (w->since && !timespec_ge(&st.st_mtim, w->since)) {
+			/* not changed since */
+		} else if (w->n >= w->max) {
+			w->truncated = true;
+			w->path[len] = '\0';
+			return 1;
+		} else {
 			r = w->visit(w, w->path, &st);
 			if (r < 0)
 				return r;
 			w->n++;
-		} else if (w->depth >= WS_WALK_MAX_DEPTH) {
-			w->truncated = true;
-		} else {
-			int child = wsfs_openat2(dirfd(d), de->d_name,
-						 O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
-
-			if (child >= 0) {
-				r = walk_push(w, child, plen);
-				if (r < 0)
-					return r;
-				continue; /* path names the directory now read */
-			}
-			if (child != -ENOENT && child != -ELOOP && child != -ENOTDIR &&
-			    child != -EXDEV)
-				return child; /* anything but a race with the session or a mount */
 		}
 		w->path[len] = '\0';
 	}
@@ -531,7 +589,8 @@ static int walk_start(Walk *w, int ws_fd, const char *rel)
 	}
 	if (w->budget == 0)
 		w->budget = WS_WALK_BUDGET;
-	return walk_push(w, fd, len);
+	walk_push(w, fd, len);
+	return 0;
 }
 
 static int list_visit(Walk *w, const char *path, const struct stat *st)
@@ -614,14 +673,20 @@ struct WsfsScan {
 	struct json_object *arr; /* list: {path, size_bytes, modified_at, mime_type} */
 	Changed changed;	 /* changes: the files modified since */
 	struct timespec since;	 /* changes: from when */
-	Walk w;			 /* last: its path buffer ends the struct */
+	Walk w;			 /* last: its path and entry buffers end the struct */
 };
 
-/* A scan with every field zero but the walk's path buffer, which walk_start() sets. */
+/* One scan's memory kept for the next: a call's walk would otherwise take and give back
+ * 28 KiB, and malloc consolidates its free lists at every allocation that large. */
+static WsfsScan *spare_scan;
+
+/* A scan with every field zero but the walk's buffers, which walk_start() and walk_next()
+ * set before they are read. */
 static WsfsScan *scan_new(void)
 {
-	WsfsScan *sc = malloc(sizeof(*sc));
+	WsfsScan *sc = spare_scan ? spare_scan : malloc(sizeof(*sc));
 
+	spare_scan = NULL;
 	if (sc)
 		memset(sc, 0, offsetof(WsfsScan, w.path));
 	return sc;
@@ -634,7 +699,10 @@ WsfsScan *wsfs_scan_free(WsfsScan *sc)
 	walk_close(&sc->w);
 	json_object_put(sc->arr);
 	wsfs_changes_free(sc->changed.items, sc->changed.n);
-	free(sc);
+	if (!spare_scan)
+		spare_scan = sc;
+	else
+		free(sc);
 	return NULL;
 }
 

@@ -532,6 +532,94 @@ static void test_changed_since_reports_each_new_version(void)
 	wsfs_changes_free(changes, n);
 }
 
+/* Make dir (workspace-relative) with n files and, among them, subdirectories sub0..subK-1,
+ * each holding n_inner files; names long enough that a directory fills several reads. */
+static size_t make_wide_dir(const char *dir, int n, int k, int n_inner)
+{
+	char p[PATH_MAX], rel[256];
+	size_t made = 0;
+
+	path_of(p, sizeof(p), dir);
+	mkdir(p, 0755);
+	for (int i = 0; i < n; i++) {
+		snprintf(rel, sizeof(rel), "%s/file-with-a-rather-long-name-%04d.txt", dir, i);
+		put(rel, "x");
+		made++;
+		if (i < k) {
+			char sub[128];
+
+			snprintf(sub, sizeof(sub), "%s/sub%d", dir, i);
+			path_of(p, sizeof(p), sub);
+			mkdir(p, 0755);
+			for (int j = 0; j < n_inner; j++) {
+				snprintf(rel, sizeof(rel), "%s/inner-%03d", sub, j);
+				put(rel, "y");
+				made++;
+			}
+		}
+	}
+	return made;
+}
+
+/* Whether changes holds n distinct paths, each under prefix. */
+static bool all_distinct_under(const WsfsChange *c, size_t n, const char *prefix)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (strncmp(c[i].path, prefix, strlen(prefix)) != 0)
+			return false;
+		if (i > 0 && strcmp(c[i - 1].path, c[i].path) >= 0)
+			return false; /* sorted, so a repeat sits next to its twin */
+	}
+	return true;
+}
+
+/* A walk reads a directory in several pieces and reads on after each subdirectory from
+ * where it left: walked at once or one entry a step, every file is seen exactly once. */
+static void test_walk_reads_on_after_subdirectories_and_across_reads(void)
+{
+	struct timespec since = { 0, 0 };
+	size_t made = make_wide_dir("wide", 400, 12, 150);
+	WsfsChange *changes = NULL, *all = NULL;
+	size_t n = 0, n_all = 0, steps = 0;
+	WsfsScan *sc = NULL;
+	int r = 0;
+
+	/* All the workspace's files, walked at once. */
+	CHECK_EQ_INT(wsfs_changed_since(ws_fd, &since, 100000, &all, &n_all), 0);
+	CHECK(n_all > made);
+
+	/* The same walk one entry a step, as the daemon's loop may slice it. */
+	CHECK_EQ_INT(wsfs_scan_changes(ws_fd, &since, 100000, &sc), 0);
+	while (sc && (r = wsfs_scan_step(sc, 1)) == 0 && steps < 1000000)
+		steps++;
+	CHECK_EQ_INT(r, 1);
+	CHECK(steps > made);
+	if (sc)
+		wsfs_scan_take_changes(sc, &changes, &n);
+	CHECK_EQ_INT(n, n_all);
+	for (size_t i = 0; i < n && i < n_all; i++)
+		CHECK_EQ_STR(changes[i].path, all[i].path);
+	wsfs_changes_free(changes, n);
+
+	/* Only the wide tree, each file once. */
+	sc = NULL;
+	n = 0;
+	changes = NULL;
+	CHECK_EQ_INT(wsfs_scan_changes(ws_fd, &since, 100000, &sc), 0);
+	CHECK_EQ_INT(wsfs_scan_step(sc, SIZE_MAX), 1);
+	wsfs_scan_take_changes(sc, &changes, &n);
+	{
+		size_t wide = 0;
+
+		for (size_t i = 0; i < n; i++)
+			wide += strncmp(changes[i].path, "wide/", 5) == 0;
+		CHECK_EQ_INT(wide, made);
+	}
+	CHECK(all_distinct_under(changes, n, ""));
+	wsfs_changes_free(changes, n);
+	wsfs_changes_free(all, n_all);
+}
+
 static void test_mime_type_comes_from_the_extension(void)
 {
 	CHECK_EQ_STR(wsfs_guess_mime("a.txt"), "text/plain");
@@ -671,6 +759,7 @@ int main(void)
 	test_commit_works_without_cap_dac_read_search();
 	test_list_skips_symlinks_and_fifos_and_truncates_at_max();
 	test_changed_since_reports_each_new_version();
+	test_walk_reads_on_after_subdirectories_and_across_reads();
 	test_mime_type_comes_from_the_extension();
 	test_names_encode_any_bytes_and_decode_back();
 	test_sockets_and_devices_are_not_opened();
