@@ -33,6 +33,16 @@ static inline void json_putp(json_object **o)
  */
 int json_in_parse(const char *buf, size_t len, int max_depth, json_object **ret, char *err,
 		  size_t errlen);
+/*
+ * A tokener for at most max_depth levels, reset and in default mode, which the calling
+ * thread keeps for its next parse: a new tokener's stack is an allocation large enough
+ * that malloc consolidates its free lists for it, on every request. Valid until the same
+ * thread asks again for this depth; never freed by the caller. NULL when out of memory.
+ */
+struct json_tokener *json_in_tokener(int max_depth);
+/* Parse a whole buffer with json_in_tokener(max_depth): the value, or NULL when it is not
+ * one complete JSON text (any error; trailing bytes are not looked at). */
+json_object *json_in_parse_quick(const char *buf, size_t len, int max_depth);
 
 /*
  * Typed getters on an object's field. Each returns 1 when the field holds a value

@@ -3,7 +3,9 @@
 #include "json.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "utf8.h"
@@ -102,6 +104,87 @@ static long nul_in_key(const char *s, size_t len)
 	return -1;
 }
 
+/* Each thread's tokeners, one per depth asked for (a program asks for two or three). */
+#define TOKENERS_KEPT 4
+
+typedef struct Tokeners {
+	int depth[TOKENERS_KEPT];
+	struct json_tokener *tok[TOKENERS_KEPT];
+} Tokeners;
+
+static pthread_key_t tokeners_key;
+static pthread_once_t tokeners_once = PTHREAD_ONCE_INIT;
+
+static void tokeners_free(void *p)
+{
+	Tokeners *t = p;
+
+	for (size_t i = 0; i < TOKENERS_KEPT; i++)
+		if (t->tok[i])
+			json_tokener_free(t->tok[i]);
+	free(t);
+}
+
+static void tokeners_key_make(void)
+{
+	(void)pthread_key_create(&tokeners_key, tokeners_free);
+}
+
+static Tokeners *thread_tokeners(void)
+{
+	Tokeners *t;
+
+	if (pthread_once(&tokeners_once, tokeners_key_make) != 0)
+		return NULL;
+	t = pthread_getspecific(tokeners_key);
+	if (!t) {
+		t = calloc(1, sizeof(*t));
+		if (t && pthread_setspecific(tokeners_key, t) != 0) {
+			free(t);
+			t = NULL;
+		}
+	}
+	return t;
+}
+
+struct json_tokener *json_in_tokener(int max_depth)
+{
+	Tokeners *t = thread_tokeners();
+	size_t i;
+
+	if (!t)
+		return NULL;
+	for (i = 0; i < TOKENERS_KEPT && t->tok[i]; i++) {
+		if (t->depth[i] == max_depth) {
+			json_tokener_reset(t->tok[i]);
+			json_tokener_set_flags(t->tok[i], 0);
+			return t->tok[i];
+		}
+	}
+	if (i == TOKENERS_KEPT) {
+		i = TOKENERS_KEPT - 1; /* more depths than kept: the last slot takes turns */
+		json_tokener_free(t->tok[i]);
+	}
+	t->tok[i] = json_tokener_new_ex(max_depth);
+	t->depth[i] = max_depth;
+	return t->tok[i];
+}
+
+json_object *json_in_parse_quick(const char *buf, size_t len, int max_depth)
+{
+	struct json_tokener *tok = json_in_tokener(max_depth);
+	json_object *o;
+
+	if (!tok || len > INT32_MAX)
+		return NULL;
+	o = json_tokener_parse_ex(tok, buf, (int)len);
+	if (json_tokener_get_error(tok) != json_tokener_success) {
+		json_object_put(o);
+		return NULL;
+	}
+	return o;
+}
+
 int json_in_parse(const char *buf, size_t len, int max_depth, json_object **ret, char *err,
 		  size_t errlen)
 {
@@ -132,7 +215,7 @@ int json_in_parse(const char *buf, size_t len, int max_depth, json_object **ret,
 		return -EINVAL;
 	}
 	/* json-c's depth is the number of nested arrays and objects it accepts. */
-	tok = json_tokener_new_ex(max_depth);
+	tok = json_in_tokener(max_depth);
 	if (!tok)
 		return -ENOMEM;
 	json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
@@ -145,7 +228,6 @@ int json_in_parse(const char *buf, size_t len, int max_depth, json_object **ret,
 		jerr = json_tokener_get_error(tok);
 		used = len;
 	}
-	json_tokener_free(tok);
 	if (jerr == json_tokener_continue) {
 		snprintf(err, errlen, "the JSON body ends too early");
 		return -EINVAL;

@@ -81,7 +81,6 @@ static int wait_frame(SessiondClient *c, const SessiondStream *st)
 static int read_reply(SessiondClient *c, const SessiondStream *st, SessiondReply *rep)
 {
 	ProtoFrame f;
-	struct json_tokener *tok;
 	int r;
 
 	for (;;) {
@@ -103,11 +102,7 @@ static int read_reply(SessiondClient *c, const SessiondStream *st, SessiondReply
 		rep->fd = f.fds[0];
 		f.fds[0] = -1;
 	}
-	tok = json_tokener_new_ex(JSON_TOKENER_DEFAULT_DEPTH);
-	if (tok) {
-		rep->obj = json_tokener_parse_ex(tok, f.payload, (int)f.len);
-		json_tokener_free(tok);
-	}
+	rep->obj = json_in_parse_quick(f.payload, f.len, JSON_TOKENER_DEFAULT_DEPTH);
 	proto_frame_clear(&f);
 	if (!rep->obj || !json_object_is_type(rep->obj, json_type_object))
 		return -EBADMSG;

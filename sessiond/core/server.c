@@ -267,7 +267,6 @@ void conn_set_data(Conn *c, void *data)
 /* Decode one request from the input buffer, if whole. false when the conn was closed. */
 static bool conn_take_request(Conn *c)
 {
-	struct json_tokener *tok;
 	struct json_object *req;
 	uint8_t type;
 	size_t plen;
@@ -280,14 +279,7 @@ static bool conn_take_request(Conn *c)
 		conn_free(c);
 		return false;
 	}
-	tok = json_tokener_new_ex(REQUEST_MAX_DEPTH);
-	req = tok ? json_tokener_parse_ex(tok, (const char *)c->in + PROTO_HEADER_SIZE, (int)plen) :
-		    NULL;
-	if (tok && json_tokener_get_error(tok) != json_tokener_success) {
-		json_object_put(req);
-		req = NULL;
-	}
-	json_tokener_free(tok);
+	req = json_in_parse_quick((const char *)c->in + PROTO_HEADER_SIZE, plen, REQUEST_MAX_DEPTH);
 	memmove(c->in, c->in + n, c->in_len - (size_t)n);
 	c->in_len -= (size_t)n;
 	if (!req || !json_object_is_type(req, json_type_object)) {

@@ -411,7 +411,7 @@ int reply_return_code(Run *run, const char *line)
 
 		return (int)strtol(sp ? sp + 1 : line, NULL, 10);
 	}
-	run->reply = json_tokener_parse(line);
+	run->reply = json_in_parse_quick(line, strlen(line), JSON_TOKENER_DEFAULT_DEPTH);
 	if (run->reply) {
 		json_object *rc;
 
