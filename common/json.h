@@ -80,3 +80,40 @@ int json_copy_field(json_object *dst, json_object *src, const char *key);
 
 /* Render compactly; the string belongs to obj. NULL on allocation failure. */
 const char *json_render(json_object *obj, size_t *len);
+
+/* ---- as text (json_text.c) ---- */
+
+/* Where a value lies in a JSON text: len bytes from text; text is NULL for no value. */
+typedef struct JsonSpan {
+	const char *text;
+	size_t len;
+} JsonSpan;
+
+/*
+ * Check that text[0..len) is one JSON object in strict syntax, nested at most max_depth
+ * levels, and find the values of its members named keys[0..n): spans[i] for keys[i] (the
+ * last one when a key repeats; no value when absent). Keys are matched as written, so an
+ * escaped key matches nothing. Strings are not checked for UTF-8. 0, or -EINVAL.
+ */
+int json_scan_object(const char *text, size_t len, int max_depth, const char *const *keys,
+		     JsonSpan *spans, size_t n);
+/* Whether the span holds a value whose text begins with first ('"', '{', '[', ...). */
+bool json_span_is(const JsonSpan *sp, char first);
+/* An integer written without fraction or exponent: 1 and *ret; 0 when the span holds
+ * anything else; -ERANGE outside int64. */
+int json_span_int(const JsonSpan *sp, int64_t *ret);
+
+/* Text built by appending; failed once an allocation failed (then buf is not whole). */
+typedef struct JsonText {
+	char *buf; /* NUL-terminated once anything was added */
+	size_t len, cap;
+	bool failed;
+} JsonText;
+
+void json_text_add(JsonText *t, const char *s, size_t len);
+void json_text_add_str(JsonText *t, const char *s);
+void json_text_add_span(JsonText *t, const JsonSpan *sp);
+void json_text_add_int(JsonText *t, int64_t v);
+/* s as a JSON string, escaped as json_render() escapes it. */
+void json_text_add_quoted(JsonText *t, const char *s);
+void json_text_clear(JsonText *t);

@@ -77,8 +77,20 @@ static int wait_frame(SessiondClient *c, const SessiondStream *st)
 	}
 }
 
-/* Read frames up to the JSON reply; the output frames before it go to st, or nowhere. */
-static int read_reply(SessiondClient *c, const SessiondStream *st, SessiondReply *rep)
+/* Whether a reply's text says "ok": true, having been checked to be a JSON object. */
+static bool reply_text_ok(const char *text, size_t len)
+{
+	static const char *const keys[] = { "ok" };
+	JsonSpan ok;
+
+	return json_scan_object(text, len, JSON_TOKENER_DEFAULT_DEPTH, keys, &ok, 1) == 0 &&
+	       ok.len == 4 && memcmp(ok.text, "true", 4) == 0;
+}
+
+/* Read frames up to the JSON reply; the output frames before it go to st, or nowhere.
+ * With keep_text, a reply that is ok stays as text. */
+static int read_reply(SessiondClient *c, const SessiondStream *st, bool keep_text,
+		      SessiondReply *rep)
 {
 	ProtoFrame f;
 	int r;
@@ -102,6 +114,13 @@ static int read_reply(SessiondClient *c, const SessiondStream *st, SessiondReply
 		rep->fd = f.fds[0];
 		f.fds[0] = -1;
 	}
+	if (keep_text && reply_text_ok(f.payload, f.len)) {
+		rep->text = TAKE_PTR(f.payload);
+		rep->len = f.len;
+		rep->ok = true;
+		proto_frame_clear(&f);
+		return 0;
+	}
 	rep->obj = json_in_parse_quick(f.payload, f.len, JSON_TOKENER_DEFAULT_DEPTH);
 	proto_frame_clear(&f);
 	if (!rep->obj || !json_object_is_type(rep->obj, json_type_object))
@@ -114,6 +133,8 @@ static void interpret(SessiondReply *rep)
 	json_object *v;
 	int64_t ra;
 
+	if (rep->text)
+		return; /* kept as text because it is ok */
 	rep->ok = json_object_object_get_ex(rep->obj, "ok", &v) && json_object_get_boolean(v);
 	if (rep->ok)
 		return;
@@ -126,7 +147,7 @@ static void interpret(SessiondReply *rep)
 }
 
 static int call(SessiondClient *c, json_object *req, enum sessiond_retry retry,
-		const SessiondStream *st, SessiondReply *rep)
+		const SessiondStream *st, bool keep_text, SessiondReply *rep)
 {
 	size_t len;
 	const char *s = json_render(req, &len);
@@ -150,7 +171,7 @@ static int call(SessiondClient *c, json_object *req, enum sessiond_retry retry,
 				continue;
 			return r;
 		}
-		r = read_reply(c, st, rep);
+		r = read_reply(c, st, keep_text, rep);
 		if (r < 0) {
 			sessiond_reply_clear(rep);
 			/* Closed, also when the call was abandoned: sessiond cancels a streamed run
@@ -169,18 +190,25 @@ static int call(SessiondClient *c, json_object *req, enum sessiond_retry retry,
 int sessiond_call(SessiondClient *c, json_object *req, enum sessiond_retry retry,
 		  SessiondReply *rep)
 {
-	return call(c, req, retry, NULL, rep);
+	return call(c, req, retry, NULL, false, rep);
+}
+
+int sessiond_call_text(SessiondClient *c, json_object *req, enum sessiond_retry retry,
+		       SessiondReply *rep)
+{
+	return call(c, req, retry, NULL, true, rep);
 }
 
 int sessiond_call_streamed(SessiondClient *c, json_object *req, const SessiondStream *st,
 			   SessiondReply *rep)
 {
-	return call(c, req, SESSIOND_RETRY_ON_SEND, st, rep);
+	return call(c, req, SESSIOND_RETRY_ON_SEND, st, false, rep);
 }
 
 void sessiond_reply_clear(SessiondReply *rep)
 {
 	json_putp(&rep->obj);
+	free(rep->text);
 	rep->fd = safe_close(rep->fd);
 	*rep = (SessiondReply){ .fd = -1 };
 }

@@ -22,7 +22,9 @@ typedef struct SessiondClient {
 
 /* A reply from sessiond. */
 typedef struct SessiondReply {
-	json_object *obj;    /* the whole reply (owned) */
+	json_object *obj;    /* the whole reply (owned); NULL when kept as text */
+	char *text;	     /* a successful reply as it came (owned), from sessiond_call_text() */
+	size_t len;	     /* of text */
 	bool ok;	     /* "ok": true */
 	const char *kind;    /* "error" on failure, borrowed from obj */
 	const char *detail;  /* "detail" on failure, borrowed from obj */
@@ -47,6 +49,12 @@ enum sessiond_retry {
 int sessiond_call(SessiondClient *c, json_object *req, enum sessiond_retry retry,
 		  SessiondReply *rep);
 void sessiond_reply_clear(SessiondReply *rep);
+
+/* sessiond_call, for a caller that relays the reply's values as they are: a reply that is
+ * ok comes as rep->text (a checked JSON object), not parsed; any other as from
+ * sessiond_call. */
+int sessiond_call_text(SessiondClient *c, json_object *req, enum sessiond_retry retry,
+		       SessiondReply *rep);
 
 /* What a streamed call (an exec with "stream") does with the output frames ahead of its
  * reply. A callback's < 0 abandons the call. */

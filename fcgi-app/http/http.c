@@ -316,20 +316,27 @@ bool http_wants_sse(const HttpReq *h)
 	return accept && strstr(accept, "text/event-stream");
 }
 
+int http_send_json_text(HttpReq *h, int status, const char *text, size_t len,
+			const char *extra)
+{
+	int r;
+
+	if (h->sse)
+		return sse_event(h, status >= 400 ? "error" : "result", text, len);
+	r = http_send_head(h, status, "application/json", (int64_t)len, extra);
+	if (r < 0)
+		return r;
+	return http_write(h, text, len);
+}
+
 int http_send_json(HttpReq *h, int status, json_object *body, const char *extra)
 {
 	size_t len;
 	const char *s = json_render(body, &len);
-	int r;
 
 	if (!s)
 		return -ENOMEM;
-	if (h->sse)
-		return sse_event(h, status >= 400 ? "error" : "result", s, len);
-	r = http_send_head(h, status, "application/json", (int64_t)len, extra);
-	if (r < 0)
-		return r;
-	return http_write(h, s, len);
+	return http_send_json_text(h, status, s, len, extra);
 }
 
 int http_error(HttpReq *h, int status, const char *extra, const char *fmt, ...)

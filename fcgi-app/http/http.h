@@ -54,6 +54,9 @@ int http_send_fd(HttpReq *h, int fd, int64_t size);
 /* A JSON response; body is not consumed. Once an event stream has begun, the body is its
  * last event instead: `result`, or `error` for a status of 400 or more. */
 int http_send_json(HttpReq *h, int status, json_object *body, const char *extra);
+/* The same for a body already rendered: len bytes of JSON text on one line. */
+int http_send_json_text(HttpReq *h, int status, const char *text, size_t len,
+			const char *extra);
 
 /* {"detail": "<sentence>"} with Content-Type: application/json. */
 int http_error(HttpReq *h, int status, const char *extra, const char *fmt, ...)

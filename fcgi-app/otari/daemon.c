@@ -63,15 +63,25 @@ void otari_sd_fail(ReqCtx *rq, int r, const SessiondReply *rep)
 		   rep->detail && *rep->detail ? rep->detail : default_detail(rep->kind));
 }
 
-int otari_sd_call(ReqCtx *rq, json_object *req, enum sessiond_retry retry, SessiondReply *rep)
+/* What otari_sd_call() and otari_sd_call_text() do with what came back (r, rep). */
+static int sd_called(ReqCtx *rq, int r, SessiondReply *rep)
 {
-	int r = sessiond_call(&rq->w->sd, req, retry, rep);
-
 	if (r == 0 && rep->ok)
 		return 0;
 	otari_sd_fail(rq, r, r < 0 ? NULL : rep);
 	sessiond_reply_clear(rep);
 	return -1;
+}
+
+int otari_sd_call(ReqCtx *rq, json_object *req, enum sessiond_retry retry, SessiondReply *rep)
+{
+	return sd_called(rq, sessiond_call(&rq->w->sd, req, retry, rep), rep);
+}
+
+int otari_sd_call_text(ReqCtx *rq, json_object *req, enum sessiond_retry retry,
+		       SessiondReply *rep)
+{
+	return sd_called(rq, sessiond_call_text(&rq->w->sd, req, retry, rep), rep);
 }
 
 /* {"text": ...} as a stdout or stderr event. */

@@ -243,25 +243,12 @@ oom:
 	return -1;
 }
 
-/* A string field of the reply, "" when missing. */
-static json_object *reply_string(json_object *rep, const char *key)
-{
-	json_object *v;
-
-	if (json_object_object_get_ex(rep, key, &v) && json_object_is_type(v, json_type_string))
-		return json_object_get(v);
-	return json_object_new_string("");
-}
-
 /* The file list: only well-formed entries, in the contract's shape. */
-static json_object *render_files(json_object *rep)
+static json_object *render_files(json_object *files)
 {
-	json_object *files, *out = json_object_new_array();
+	json_object *out = json_object_new_array();
 
-	if (!out)
-		return NULL;
-	if (!json_object_object_get_ex(rep, "files", &files) ||
-	    !json_object_is_type(files, json_type_array))
+	if (!out || !json_object_is_type(files, json_type_array))
 		return out;
 	for (size_t i = 0; i < json_object_array_length(files); i++) {
 		json_object *f = json_object_array_get_idx(files, i), *e;
@@ -285,63 +272,116 @@ static json_object *render_files(json_object *rep)
 	return out;
 }
 
-static json_object *render_exec(const struct tool *tool, const char *tool_use_id, json_object *rep)
+/* Whether a span holds an array with nothing in it. */
+static bool span_empty_array(const JsonSpan *sp)
 {
-	_cleanup_json_ json_object *out = json_object_new_object();
-	json_object *block = json_object_new_object(), *content = json_object_new_object();
-	json_object *v;
-	char type[64];
+	if (!json_span_is(sp, '['))
+		return false;
+	for (size_t i = 1; i + 1 < sp->len; i++)
+		if (!strchr(" \t\r\n", sp->text[i]))
+			return false;
+	return true;
+}
+
+/* The files the call made; most make none, and only then is the list built as objects. */
+static void add_files(JsonText *t, const JsonSpan *files)
+{
+	_cleanup_json_ json_object *arr = NULL, *out = NULL;
+	const char *s;
+	size_t len;
+
+	if (!json_span_is(files, '[') || span_empty_array(files)) {
+		json_text_add_str(t, "[]");
+		return;
+	}
+	arr = json_in_parse_quick(files->text, files->len, JSON_TOKENER_DEFAULT_DEPTH);
+	out = render_files(arr);
+	s = out ? json_render(out, &len) : NULL;
+	if (!s) {
+		t->failed = true;
+		return;
+	}
+	json_text_add(t, s, len);
+}
+
+/* A string member as it came, "" when missing or not a string. */
+static void add_string(JsonText *t, const JsonSpan *sp)
+{
+	if (json_span_is(sp, '"'))
+		json_text_add_span(t, sp);
+	else
+		json_text_add_str(t, "\"\"");
+}
+
+/* An integer member (at least min), or null. */
+static void add_int_or_null(JsonText *t, const JsonSpan *sp, int64_t min)
+{
 	int64_t n;
 
-	if (!out || !block) {
-		json_putp(&block);
-		json_putp(&content);
-		return NULL;
-	}
-	/* json_set takes its value even when it fails: only block may be left to drop. */
-	if (json_set(block, "content", content) < 0) {
-		json_putp(&block);
-		return NULL;
-	}
-	if (json_set(out, "result_block", block) < 0)
-		return NULL;
-	snprintf(type, sizeof(type), "%s_tool_result", tool->name);
-	if (json_set(out, "tool_use_id", json_object_new_string(tool_use_id)) < 0 ||
-	    json_set(block, "type", json_object_new_string(type)) < 0 ||
-	    json_set(block, "tool_use_id", json_object_new_string(tool_use_id)) < 0 ||
-	    json_set(content, "type", json_object_new_string("code_execution_result")) < 0 ||
-	    json_set(content, "stdout", reply_string(rep, "stdout")) < 0 ||
-	    json_set(content, "stderr", reply_string(rep, "stderr")) < 0 ||
-	    json_set(content, "content", render_files(rep)) < 0)
-		return NULL;
-	if (json_in_int(rep, "return_code", &n) > 0) {
-		if (json_set(content, "return_code", json_object_new_int64(n)) < 0)
-			return NULL;
-	} else if (json_set_null(content, "return_code") < 0) {
-		return NULL;
-	}
-	if (json_in_int(rep, "execution_time_ms", &n) > 0 && n >= 0) {
-		if (json_set(out, "execution_time_ms", json_object_new_int64(n)) < 0)
-			return NULL;
-	} else if (json_set_null(out, "execution_time_ms") < 0) {
-		return NULL;
-	}
-	/* Resource usage is an additive field; an empty object when sessiond sent none. */
-	if (json_object_object_get_ex(rep, "usage", &v) && json_object_is_type(v, json_type_object))
-		v = json_object_get(v);
+	if (json_span_int(sp, &n) > 0 && n >= min)
+		json_text_add_int(t, n);
 	else
-		v = json_object_new_object();
-	if (json_set(out, "usage", v) < 0)
-		return NULL;
-	return TAKE_PTR(out);
+		json_text_add_str(t, "null");
+}
+
+/* What the answer takes from sessiond's exec reply. */
+enum { R_STDOUT, R_STDERR, R_RETURN_CODE, R_TIME, R_USAGE, R_FILES, R_MEMBERS };
+static const char *const reply_members[R_MEMBERS] = {
+	"stdout", "stderr", "return_code", "execution_time_ms", "usage", "files",
+};
+
+/*
+ * The answer to an Execute, written around the reply's values as they came (sessiond's
+ * text is checked JSON): output, return code, time and usage are relayed, not rebuilt.
+ * -EBADMSG when the reply is not a JSON object, -ENOMEM.
+ */
+static int render_exec(const struct tool *tool, const char *tool_use_id, const char *reply,
+		       size_t reply_len, JsonText *t)
+{
+	JsonSpan v[R_MEMBERS];
+
+	if (json_scan_object(reply, reply_len, JSON_TOKENER_DEFAULT_DEPTH, reply_members, v,
+			     R_MEMBERS) < 0)
+		return -EBADMSG;
+	json_text_add_str(t, "{\"tool_use_id\":");
+	json_text_add_quoted(t, tool_use_id);
+	json_text_add_str(t, ",\"result_block\":{\"type\":");
+	{
+		char type[64];
+
+		snprintf(type, sizeof(type), "%s_tool_result", tool->name);
+		json_text_add_quoted(t, type);
+	}
+	json_text_add_str(t, ",\"tool_use_id\":");
+	json_text_add_quoted(t, tool_use_id);
+	json_text_add_str(t, ",\"content\":{\"type\":\"code_execution_result\",\"stdout\":");
+	add_string(t, &v[R_STDOUT]);
+	json_text_add_str(t, ",\"stderr\":");
+	add_string(t, &v[R_STDERR]);
+	json_text_add_str(t, ",\"content\":");
+	add_files(t, &v[R_FILES]);
+	json_text_add_str(t, ",\"return_code\":");
+	add_int_or_null(t, &v[R_RETURN_CODE], INT64_MIN);
+	json_text_add_str(t, "}},\"execution_time_ms\":");
+	add_int_or_null(t, &v[R_TIME], 0);
+	/* Resource usage is an additive field; an empty object when sessiond sent none. */
+	json_text_add_str(t, ",\"usage\":");
+	if (json_span_is(&v[R_USAGE], '{'))
+		json_text_add_span(t, &v[R_USAGE]);
+	else
+		json_text_add_str(t, "{}");
+	json_text_add_str(t, "}");
+	return t->failed ? -ENOMEM : 0;
 }
 
 void otari_exec(ReqCtx *rq)
 {
-	_cleanup_json_ json_object *body = NULL, *sdreq = NULL, *out = NULL;
+	_cleanup_json_ json_object *body = NULL, *sdreq = NULL;
+	_cleanup_(json_text_clear) JsonText out = { .buf = NULL };
 	const struct tool *tool;
 	char generated[9 + 24 + 1];
-	const char *tool_use_id;
+	const char *tool_use_id, *reply;
+	size_t reply_len = 0;
 	SessiondReply rep;
 	int r;
 
@@ -363,14 +403,19 @@ void otari_exec(ReqCtx *rq)
 	}
 	/* Running code twice is worse than failing once: no retry after sessiond saw it. */
 	r = http_wants_sse(&rq->http) ? otari_sd_call_streamed(rq, sdreq, &rep) :
-					otari_sd_call(rq, sdreq, SESSIOND_RETRY_ON_SEND, &rep);
+					otari_sd_call_text(rq, sdreq, SESSIOND_RETRY_ON_SEND, &rep);
 	if (r < 0)
 		return;
-	out = render_exec(tool, tool_use_id, rep.obj);
+	/* A streamed call's reply came parsed: rendered again, off the hot path. */
+	reply = rep.text ? rep.text : json_render(rep.obj, &reply_len);
+	if (rep.text)
+		reply_len = rep.len;
+	r = reply ? render_exec(tool, tool_use_id, reply, reply_len, &out) : -ENOMEM;
 	sessiond_reply_clear(&rep);
-	if (!out) {
-		http_error(&rq->http, 500, NULL, "out of memory");
+	if (r < 0) {
+		http_error(&rq->http, 500, NULL,
+			   r == -ENOMEM ? "out of memory" : "sessiond sent a malformed reply");
 		return;
 	}
-	http_send_json(&rq->http, 200, out, NULL);
+	http_send_json_text(&rq->http, 200, out.buf, out.len, NULL);
 }
