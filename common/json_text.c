@@ -144,7 +144,8 @@ static int scan_object(Scan *s, const char *const *keys, JsonSpan *spans, size_t
 				return -EINVAL;
 			/* A repeated key: the last one counts, as it does for json-c. */
 			for (size_t i = 0; i < n; i++)
-				if (strlen(keys[i]) == key_len && memcmp(keys[i], key, key_len) == 0)
+				if (strlen(keys[i]) == key_len &&
+				    memcmp(keys[i], key, key_len) == 0)
 					spans[i] = (JsonSpan){ v, (size_t)(s->p - v) };
 		}
 		skip_space(s);

@@ -316,8 +316,7 @@ bool http_wants_sse(const HttpReq *h)
 	return accept && strstr(accept, "text/event-stream");
 }
 
-int http_send_json_text(HttpReq *h, int status, const char *text, size_t len,
-			const char *extra)
+int http_send_json_text(HttpReq *h, int status, const char *text, size_t len, const char *extra)
 {
 	int r;
 

@@ -55,8 +55,7 @@ int http_send_fd(HttpReq *h, int fd, int64_t size);
  * last event instead: `result`, or `error` for a status of 400 or more. */
 int http_send_json(HttpReq *h, int status, json_object *body, const char *extra);
 /* The same for a body already rendered: len bytes of JSON text on one line. */
-int http_send_json_text(HttpReq *h, int status, const char *text, size_t len,
-			const char *extra);
+int http_send_json_text(HttpReq *h, int status, const char *text, size_t len, const char *extra);
 
 /* {"detail": "<sentence>"} with Content-Type: application/json. */
 int http_error(HttpReq *h, int status, const char *extra, const char *fmt, ...)

@@ -78,8 +78,7 @@ int otari_sd_call(ReqCtx *rq, json_object *req, enum sessiond_retry retry, Sessi
 	return sd_called(rq, sessiond_call(&rq->w->sd, req, retry, rep), rep);
 }
 
-int otari_sd_call_text(ReqCtx *rq, json_object *req, enum sessiond_retry retry,
-		       SessiondReply *rep)
+int otari_sd_call_text(ReqCtx *rq, json_object *req, enum sessiond_retry retry, SessiondReply *rep)
 {
 	return sd_called(rq, sessiond_call_text(&rq->w->sd, req, retry, rep), rep);
 }

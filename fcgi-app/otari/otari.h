@@ -46,8 +46,7 @@ void otari_sd_fail(ReqCtx *rq, int r, const SessiondReply *rep);
  * with the client answered (otari_sd_fail) and *rep cleared. */
 int otari_sd_call(ReqCtx *rq, json_object *req, enum sessiond_retry retry, SessiondReply *rep);
 /* The same, an ok reply kept as text (sessiond_call_text). */
-int otari_sd_call_text(ReqCtx *rq, json_object *req, enum sessiond_retry retry,
-		       SessiondReply *rep);
+int otari_sd_call_text(ReqCtx *rq, json_object *req, enum sessiond_retry retry, SessiondReply *rep);
 /* The same for an exec whose output streams to the client as `stdout` and `stderr` events
  * (sent once); -1 also when the client went away, with nobody to answer. */
 int otari_sd_call_streamed(ReqCtx *rq, json_object *req, SessiondReply *rep);

@@ -103,9 +103,10 @@ static bool span_is_text(const JsonSpan *sp, const char *want)
 static void test_scan_finds_top_level_members_as_written(void)
 {
 	static const char *const keys[] = { "stdout", "usage", "rc", "missing", "files" };
-	const char *text = "{\"ok\":true,\"stdout\":\"a\\nb\\\"\",\"nested\":{\"rc\":9,\"stdout\":1},"
-			   "\"usage\":{\"cpu_ms\":3, \"x\":[1,2]},\"rc\":-12,\"files\":[],"
-			   "\"rc\":7}";
+	const char *text =
+		"{\"ok\":true,\"stdout\":\"a\\nb\\\"\",\"nested\":{\"rc\":9,\"stdout\":1},"
+		"\"usage\":{\"cpu_ms\":3, \"x\":[1,2]},\"rc\":-12,\"files\":[],"
+		"\"rc\":7}";
 	JsonSpan v[ARRAY_SIZE(keys)];
 
 	CHECK_EQ_INT(json_scan_object(text, strlen(text), 32, keys, v, ARRAY_SIZE(keys)), 0);
