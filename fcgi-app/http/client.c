@@ -3,6 +3,7 @@
 #include "client.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +47,29 @@ static int sessiond_connect(SessiondClient *c)
 		return fd;
 	c->fd = fd;
 	return 0;
+}
+
+/*
+ * Wait until sessiond has sent something, up to the reply timeout. The thread waits in
+ * poll() rather than in recvmsg(): when sessiond reads the request, the kernel wakes
+ * whoever sleeps on this socket to say it has room again, and only poll() sleeps for
+ * input alone; a sleeping recvmsg() would be woken for nothing on every call.
+ */
+static int wait_readable(SessiondClient *c)
+{
+	struct pollfd p = { .fd = c->fd, .events = POLLIN };
+	int timeout_ms =
+		c->reply_timeout_s < INT_MAX / 1000 ? (int)c->reply_timeout_s * 1000 : INT_MAX;
+
+	for (;;) {
+		int n = poll(&p, 1, timeout_ms);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		return n == 0 ? -ETIMEDOUT : 0;
+	}
 }
 
 /* Wait until sessiond has a frame for a streamed call, heartbeating meanwhile; -ECONNABORTED
@@ -96,7 +120,8 @@ static int read_reply(SessiondClient *c, const SessiondStream *st, bool keep_tex
 	int r;
 
 	for (;;) {
-		if (st && !proto_reader_ready(&c->rd) && (r = wait_frame(c, st)) < 0)
+		if (!proto_reader_ready(&c->rd) &&
+		    (r = st ? wait_frame(c, st) : wait_readable(c)) < 0)
 			return r;
 		r = proto_reader_next(&c->rd, c->fd, &f);
 		if (r < 0)
