@@ -148,6 +148,8 @@ class CpuMeter:
             self.cpu[k] = self.cpu.get(k, 0.0) + sum(cpu_seconds(p) for p in pids) - before[k]
         self.cpu["client"] = self.cpu.get("client", 0.0) + (
             r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime)
+        # pdload's own share of "client", without what it started (a harness, a hop's end).
+        self.cpu["client_self"] = self.cpu.get("client_self", 0.0) + summary.get("self_cpu_s", 0.0)
         self.requests += summary["count"] + self.warmup
         return summary
 
@@ -448,7 +450,7 @@ class Bench:
             reply = self.http.exec(sid, req)
             assert expect.encode() in reply, (name, reply[:300])
             errs = {"paddock": 0, "harness": 0, "relay": 0, "return200": 0, "sessiond": 0, "hop": 0}
-            meters = {k: CpuMeter(a.warmup) for k in ("paddock", "harness", "relay")}
+            meters = {k: CpuMeter(a.warmup) for k in ("paddock", "harness", "relay", "hop")}
             groups = self.cpu_groups()
             for _ in range(a.rounds):
                 s = meters["paddock"].run(groups["paddock"], lambda: self.http_lat(
@@ -468,8 +470,9 @@ class Bench:
                                    "--body", sd_file, "--expect", expect, "-n", a.n, "-t", a.seconds,
                                    "--warmup", a.warmup, key=f"{name}|sessiond")
                 errs["sessiond"] += s["errors"]
-                s, _ = self.pdload("hop", "--size", os.path.getsize(sd_file), "-n", a.n, "-t", a.seconds,
-                                   "--warmup", a.warmup, key=f"{name}|hop")
+                s = meters["hop"].run({}, lambda: self.pdload(
+                    "hop", "--size", os.path.getsize(sd_file), "-n", a.n, "-t", a.seconds,
+                    "--warmup", a.warmup, key=f"{name}|hop"))
                 errs["hop"] += s["errors"]
             p = stats_us(self.samples[f"{name}|paddock"])
             h = stats_us(self.samples[f"{name}|harness"]) if kind else {"median": 0.0, "p99": 0.0, "n": 0}
@@ -588,6 +591,30 @@ class Bench:
                      ratio_median=total / floor_total if floor_total else None,
                      note="user + system time from /proc over every round, per request; the "
                           "harness floor's includes its start (amortised) and pdload")
+        if kind:
+            self.two_process_floor(name, meters)
+
+    def two_process_floor(self, name, meters):
+        """Row 1h: what paddock-fcgi and sessiond cost together, against the least two
+        processes in their places cost on this machine: a FastCGI program that answers at
+        once (fcgi_fixed), one request and reply between two processes (pdload hop, both
+        ends) and a program that drives the harness over its pipes (pdload itself, without
+        the harness). What is left beyond it is the two programs' own work."""
+        pm, hm, rm, om = meters["paddock"], meters["harness"], meters["relay"], meters["hop"]
+        ours = pm.per_request_us("paddock-fcgi") + pm.per_request_us("paddock-sessiond")
+        parts = [("fcgi_fixed", rm.per_request_us("fcgi_fixed")),
+                 ("the hop, both ends", om.per_request_us("client")),
+                 ("the harness's driver", hm.per_request_us("client_self"))]
+        floor = sum(v for _, v in parts)
+        for what, v in parts:
+            self.add_row(row="1h", what=f"  CPU floor per {name}: {what}", unit="us",
+                         n=om.requests if what.startswith("the hop") else None, median=v, p99=None)
+        self.add_row(row="1h", what=f"  CPU per {name}: paddock-fcgi + sessiond", unit="us",
+                     n=pm.requests, median=ours, p99=None, peer="the floor of two processes",
+                     peer_median=floor, ratio_median=ours / floor if floor else None,
+                     target="<= 70 us",
+                     note="floor: fcgi_fixed + pdload hop (both ends) + pdload driving the "
+                          "harness (its own CPU, the harness apart); all measured in this run")
 
     # -- row 2: CreateSession + DestroySession, with the warm pool and without
 
