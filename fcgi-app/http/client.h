@@ -51,8 +51,8 @@ int sessiond_call(SessiondClient *c, json_object *req, enum sessiond_retry retry
 void sessiond_reply_clear(SessiondReply *rep);
 
 /* sessiond_call, for a caller that relays the reply's values as they are: a reply that is
- * ok comes as rep->text (a checked JSON object), not parsed; any other as from
- * sessiond_call. */
+ * ok comes as rep->text, not parsed (the caller checks it, as json_scan_object() does);
+ * any other as from sessiond_call. */
 int sessiond_call_text(SessiondClient *c, json_object *req, enum sessiond_retry retry,
 		       SessiondReply *rep);
 

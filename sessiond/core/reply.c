@@ -7,6 +7,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+/* "ok" is the first member, rendered compactly: the worker tells a successful reply by its
+ * first bytes and relays its values without parsing it. */
 json_object *reply_ok(void)
 {
 	json_object *o = json_object_new_object();
