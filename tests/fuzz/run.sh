@@ -11,7 +11,7 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-all_targets=(json_in multipart route proto wsfs_normalize utf8 wsname mcp)
+all_targets=(json_in json_text multipart route proto wsfs_normalize utf8 wsname mcp)
 
 merge=0
 if [ "${1:-}" = "--merge" ]; then
