@@ -144,12 +144,13 @@ static void build_retry_arm(Manager *m, uint64_t now)
 			       &m->build_retry);
 }
 
-/* Why a build failed, in a sentence for the log (r as from a build). */
-static void build_error_note(Manager *m, int r)
+/* Why a build failed, in a sentence for the log (r as from a build; deadline: the pool's
+ * own deadline passed, rather than a step of the build failing, which may time out too). */
+static void build_error_note(Manager *m, int r, bool deadline)
 {
 	const char *why = sandbox_last_error();
 
-	if (r == -ETIMEDOUT)
+	if (deadline)
 		snprintf(m->build_error, sizeof(m->build_error), "not ready within %llu ms",
 			 (unsigned long long)build_deadline_ms(m));
 	else if (r == -EUSERS)
@@ -188,11 +189,11 @@ static void profile_build_failed(Manager *m, int which, int r)
  * of the creates no build under way serves: that host cannot build now, and they hear so
  * without waiting it out.
  */
-static void pool_build_failed(Manager *m, int which, int r)
+static void pool_build_failed(Manager *m, int which, int r, bool deadline)
 {
 	uint64_t pause;
 
-	build_error_note(m, r);
+	build_error_note(m, r, deadline);
 	log_warn("sandbox build failed (runtime %s): %s", runtime_name(m->cfg, pool_runtime(which)),
 		 m->build_error);
 	if (pool_runtime(which) != 0) {
@@ -270,7 +271,7 @@ static void pool_build_complete(PoolBuild *b)
 	r = build_finish(m, s, &b->p);
 	pool_build_free(b, r < 0);
 	if (r < 0) {
-		pool_build_failed(m, which, r);
+		pool_build_failed(m, which, r, false);
 		pool_retry_later(m);
 		return;
 	}
@@ -321,7 +322,7 @@ static void on_build_deadline(Loop *l, void *data)
 	log_warn("pool sandbox %s: not ready within %llu ms, given up", b->s->rid,
 		 (unsigned long long)build_deadline_ms(m));
 	pool_build_drop(b);
-	pool_build_failed(m, which, -ETIMEDOUT);
+	pool_build_failed(m, which, -ETIMEDOUT, true);
 	pool_schedule(m);
 }
 
@@ -388,7 +389,7 @@ static void on_pool_timer(Loop *l, void *data)
 			return;
 		r = pool_build_one(m, which, true);
 		if (r < 0) {
-			pool_build_failed(m, which, r);
+			pool_build_failed(m, which, r, false);
 			pool_retry_later(m);
 			return;
 		}
@@ -445,7 +446,7 @@ static void pool_feed_waiting(Manager *m)
 				break;
 			r = pool_build_one(m, which, false);
 			if (r < 0) {
-				pool_build_failed(m, which, r);
+				pool_build_failed(m, which, r, false);
 				build_retry_arm(m, now_ms());
 				return;
 			}
