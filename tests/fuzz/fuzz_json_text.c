@@ -16,8 +16,9 @@
 #define DEPTH 32
 
 /* Keys the worker looks up, and a few that fuzzed objects are likely to hold. */
-static const char *const keys[] = { "ok",    "stdout", "stderr", "return_code", "execution_time_ms",
-				    "usage", "files",  "a",	 "",	       "k" };
+static const char *const keys[] = {
+	"ok", "stdout", "stderr", "return_code", "execution_time_ms", "usage", "files", "a", "", "k"
+};
 #define N_KEYS (sizeof(keys) / sizeof(keys[0]))
 
 /* The member values of obj under keys, as json-c holds them (the last of a repeated key). */
