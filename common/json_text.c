@@ -110,82 +110,88 @@ static int scan_word(Scan *s, const char *word)
 
 static int scan_value(Scan *s);
 
-/* The members of the object at s->p; the values of those named in keys go to spans. */
-static int scan_object(Scan *s, const char *const *keys, JsonSpan *spans, size_t n)
+/* Past the opening bracket of an object or array, one level deeper: 1 when close follows
+ * at once (the level is over), 0 when an element follows, -EINVAL too deep. */
+static int scan_open(Scan *s, char close)
 {
 	if (s->depth_left-- <= 0)
 		return -EINVAL;
 	s->p++;
 	skip_space(s);
-	if (at(s, '}')) {
+	if (!at(s, close))
+		return 0;
+	s->p++;
+	s->depth_left++;
+	return 1;
+}
+
+/* After an element: 1 past the closing bracket (the level is over), 0 past a comma with
+ * another element to come, -EINVAL for anything else. */
+static int scan_next(Scan *s, char close)
+{
+	skip_space(s);
+	if (at(s, close)) {
 		s->p++;
 		s->depth_left++;
-		return 0;
+		return 1;
 	}
-	for (;;) {
-		const char *key;
-		size_t key_len;
+	if (!at(s, ','))
+		return -EINVAL;
+	s->p++;
+	skip_space(s);
+	return 0;
+}
 
-		if (!at(s, '"'))
-			return -EINVAL;
-		key = s->p + 1;
-		if (scan_string(s) < 0)
-			return -EINVAL;
-		key_len = (size_t)(s->p - 1 - key);
-		skip_space(s);
-		if (!at(s, ':'))
-			return -EINVAL;
-		s->p++;
-		skip_space(s);
-		{
-			const char *v = s->p;
+/* One member of an object: its key, and its value, which goes to spans when keys name it. */
+static int scan_member(Scan *s, const char *const *keys, JsonSpan *spans, size_t n)
+{
+	const char *key, *v;
+	size_t key_len;
 
-			if (scan_value(s) < 0)
-				return -EINVAL;
-			/* A repeated key: the last one counts, as it does for json-c. */
-			for (size_t i = 0; i < n; i++)
-				if (strlen(keys[i]) == key_len &&
-				    memcmp(keys[i], key, key_len) == 0)
-					spans[i] = (JsonSpan){ v, (size_t)(s->p - v) };
-		}
-		skip_space(s);
-		if (at(s, '}')) {
-			s->p++;
-			s->depth_left++;
-			return 0;
-		}
-		if (!at(s, ','))
+	if (!at(s, '"'))
+		return -EINVAL;
+	key = s->p + 1;
+	if (scan_string(s) < 0)
+		return -EINVAL;
+	key_len = (size_t)(s->p - 1 - key);
+	skip_space(s);
+	if (!at(s, ':'))
+		return -EINVAL;
+	s->p++;
+	skip_space(s);
+	v = s->p;
+	if (scan_value(s) < 0)
+		return -EINVAL;
+	/* A repeated key: the last one counts, as it does for json-c. */
+	for (size_t i = 0; i < n; i++)
+		if (strlen(keys[i]) == key_len && memcmp(keys[i], key, key_len) == 0)
+			spans[i] = (JsonSpan){ v, (size_t)(s->p - v) };
+	return 0;
+}
+
+/* The members of the object at s->p; the values of those named in keys go to spans. */
+static int scan_object(Scan *s, const char *const *keys, JsonSpan *spans, size_t n)
+{
+	int r = scan_open(s, '}');
+
+	while (r == 0) {
+		if (scan_member(s, keys, spans, n) < 0)
 			return -EINVAL;
-		s->p++;
-		skip_space(s);
+		r = scan_next(s, '}');
 	}
+	return r < 0 ? r : 0;
 }
 
 static int scan_array(Scan *s)
 {
-	if (s->depth_left-- <= 0)
-		return -EINVAL;
-	s->p++;
-	skip_space(s);
-	if (at(s, ']')) {
-		s->p++;
-		s->depth_left++;
-		return 0;
-	}
-	for (;;) {
+	int r = scan_open(s, ']');
+
+	while (r == 0) {
 		if (scan_value(s) < 0)
 			return -EINVAL;
-		skip_space(s);
-		if (at(s, ']')) {
-			s->p++;
-			s->depth_left++;
-			return 0;
-		}
-		if (!at(s, ','))
-			return -EINVAL;
-		s->p++;
-		skip_space(s);
+		r = scan_next(s, ']');
 	}
+	return r < 0 ? r : 0;
 }
 
 static int scan_value(Scan *s)

@@ -407,9 +407,10 @@ void otari_exec(ReqCtx *rq)
 	if (r < 0)
 		return;
 	/* A streamed call's reply came parsed: rendered again, off the hot path. */
-	reply = rep.text ? rep.text : json_render(rep.obj, &reply_len);
-	if (rep.text)
-		reply_len = rep.len;
+	reply = rep.text;
+	reply_len = rep.len;
+	if (!reply)
+		reply = json_render(rep.obj, &reply_len);
 	r = reply ? render_exec(tool, tool_use_id, reply, reply_len, &out) : -ENOMEM;
 	sessiond_reply_clear(&rep);
 	if (r < 0) {

@@ -219,8 +219,7 @@ void conn_reply(Conn *c, struct json_object *reply, int *fds, size_t nfds)
 	int r;
 
 	if (!json_incomplete(reply))
-		txt = json_object_to_json_string_length(
-			reply, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
+		txt = json_render(reply, &len);
 	else
 		log_err("a reply could not be built (out of memory): answered with an error");
 	if (!txt) {
