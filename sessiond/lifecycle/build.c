@@ -61,11 +61,15 @@ int build_start(Manager *m, Session *s, SandboxPending *p, bool background)
 	return r;
 }
 
-/* Once p's child is init (its sync fd is readable, so this does not wait): s gets its
- * running sandbox. On failure s holds nothing but what it came with. */
+/* Each time p's sync fd is readable (so this does not wait): -EAGAIN while the child is
+ * setting up (the spawner's answer was taken); once it is init, s gets its running
+ * sandbox. On failure s holds nothing but what it came with. */
 int build_finish(Manager *m, Session *s, SandboxPending *p)
 {
-	int r = sandbox_spawn_finish(m->env, p, true, &s->sb);
+	int r = sandbox_spawn_finish(m->env, p, false, &s->sb);
+
+	if (r == -EAGAIN)
+		return r;
 
 	if (r == 0) {
 		/* The child made the workspace; file calls go through this fd. */

@@ -229,7 +229,7 @@ typedef struct PoolBuild {
 	int which;
 	bool background; /* a refill, at the least CPU weight; else started for a create */
 	SandboxPending p;
-	LoopSource *src;   /* p.sync_fd: readable when the child is init, or failed */
+	LoopSource *src;   /* p.sync_fd: readable at the spawner's answer, then at the end */
 	LoopSource *timer; /* the spawn's deadline */
 	struct PoolBuild *next;
 } PoolBuild;
@@ -257,18 +257,27 @@ static void pool_build_free(PoolBuild *b, bool failed)
 	free(b);
 }
 
+static void on_build_ready(Loop *l, int fd, uint32_t events, void *data);
+
 /* The child is init (or failed): the sandbox joins the pool and starts Python, and the
- * create that has waited longest, if any, takes it. */
+ * create that has waited longest, if any, takes it. Before that, the spawner's answer
+ * came: the build goes on. */
 static void pool_build_complete(PoolBuild *b)
 {
 	Manager *m = b->m;
 	Session *s = b->s;
 	int which = b->which, r;
 
-	/* Off the loop before finishing closes the fd: children cloned meanwhile may still
-	 * hold a copy of it, and epoll would go on reporting it. */
-	pool_build_unlink(b);
+	/* Off the loop before finishing may close the fd: its number can be reused at once. */
+	b->src = loop_remove(m->loop, b->src);
 	r = build_finish(m, s, &b->p);
+	if (r == -EAGAIN) {
+		r = loop_add_fd(m->loop, b->p.sync_fd, EPOLLIN, on_build_ready, b, &b->src);
+		if (r == 0)
+			return;
+		build_abort(m, s, &b->p);
+	}
+	pool_build_unlink(b);
 	pool_build_free(b, r < 0);
 	if (r < 0) {
 		pool_build_failed(m, which, r, false);
@@ -307,7 +316,7 @@ static void on_build_ready(Loop *l, int fd, uint32_t events, void *data)
 	(void)l;
 	(void)fd;
 	(void)events;
-	pool_build_complete(b); /* readable: finishing does not block */
+	pool_build_complete(b); /* readable: this does not block */
 	pool_schedule(m);
 }
 

@@ -124,6 +124,7 @@ int sandbox_env_new(const PaddockConfig *cfg, SandboxEnv **ret)
 	env->host_netns_fd = -1;
 	env->egress_netns_fd = -1;
 	env->ws_template_fd = -1;
+	env->spawner.fd = env->spawner.pidfd = -1;
 
 	env->state_dir = strdup(cfg->state_dir);
 	env->lib_dir = strdup(cfg->lib_dir);
@@ -201,6 +202,7 @@ SandboxEnv *sandbox_env_free(SandboxEnv *env)
 {
 	if (!env)
 		return NULL;
+	spawner_stop(env);
 	lib_copy_clear(env);
 	ws_disk_env_clear(env);
 	cgroup_env_clear(env);

@@ -99,18 +99,22 @@ int sandbox_spawn(SandboxEnv *env, const char *id, uid_t uid, gid_t gid,
 		  const SandboxLimits *limits, Sandbox *ret);
 
 /*
- * The same in two halves, so a daemon need not wait while the child sets itself up:
- * start returns once the child is cloned (it makes its cgroup and namespaces itself,
- * off the caller's thread); its sync_fd turns readable when the child has become init
- * or failed. finish then takes the result
- * (wait: block until then, at most the spawn timeout; else -EAGAIN while not ready,
- * p untouched). A failed finish, like abort, leaves nothing behind.
+ * The same in steps, so a daemon need not wait while the child is cloned and sets itself
+ * up: start returns once the spawner has the request (the child makes its cgroup and
+ * namespaces itself, off the caller's thread). sync_fd turns readable when the spawner
+ * has answered, and again when the child has become init or failed. finish takes what
+ * came (wait: block until the child is init, at most the spawn timeout; else -EAGAIN
+ * while it is not, after taking the spawner's answer if that is what came). A failed
+ * finish, like abort, leaves nothing behind.
  */
 typedef struct SandboxPending {
-	pid_t pid;   /* the child, init to be */
-	int pidfd;   /* its pidfd */
-	int ctl_fd;  /* the daemon's end of the control socket */
-	int sync_fd; /* readable when the child has exec'd paddock-init or failed */
+	pid_t pid;	   /* the child, init to be; 0 until the spawner has answered */
+	int pidfd;	   /* its pidfd, or -1 */
+	int ctl_fd;	   /* the daemon's end of the control socket */
+	int sync_fd;	   /* the spawner's answer, then the child's exec or failure */
+	bool net_in_child; /* the child makes its network namespace; else the daemon does */
+	bool answered;	   /* the spawner's answer was read */
+	bool released;	   /* the child was let go: what comes next is its exec or failure */
 	char id[SANDBOX_ID_MAX + 1];
 } SandboxPending;
 
@@ -118,6 +122,23 @@ int sandbox_spawn_start(SandboxEnv *env, const char *id, uid_t uid, gid_t gid,
 			const SandboxLimits *limits, SandboxPending *ret);
 int sandbox_spawn_finish(SandboxEnv *env, SandboxPending *p, bool wait, Sandbox *ret);
 void sandbox_spawn_abort(SandboxEnv *env, SandboxPending *p);
+
+/*
+ * What a dead sandbox leaves, removed off the caller's thread by a child the spawner
+ * clones: its cgroup (tried up to tries times, retry_ms apart, while its tasks drain),
+ * then its workspace. *fd turns readable when that is done; remove_finish then says how
+ * it went. -errno if it could not be started.
+ */
+typedef struct SandboxRemoval {
+	int32_t cgroup_err;    /* 0 or -errno */
+	int32_t workspace_err; /* 0 or -errno */
+} SandboxRemoval;
+
+int sandbox_remove_start(SandboxEnv *env, const char *id, unsigned tries, unsigned retry_ms,
+			 int *fd);
+/* Once fd is readable: 0 with *ret filled in, or -errno (-ECHILD: the child said
+ * nothing, it died). The caller closes fd. */
+int sandbox_remove_finish(int fd, SandboxRemoval *ret);
 
 /* Kill init (so the kernel kills the whole pid namespace) and close fds. Does not wait. */
 void sandbox_kill(Sandbox *sb);

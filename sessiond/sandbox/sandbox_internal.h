@@ -72,6 +72,12 @@ struct SandboxEnv {
 	const char *runtime_shell[RUNTIMES_MAX + 1]; /* the user's login shell, seen at start */
 	char runtime_problem[RUNTIMES_MAX + 1][256];
 	size_t n_runtimes;
+	unsigned ws_gen; /* counts the workspace templates made */
+	struct {
+		int fd;		 /* our end of its socket, or -1 */
+		int pidfd;	 /* -1: none running */
+		unsigned ws_gen; /* the template its copy of this env holds */
+	} spawner;		 /* the process that clones sandboxes' children (spawner.c) */
 };
 
 /*
@@ -159,6 +165,7 @@ struct child_args {
 	int root_fd;	   /* the tree it runs on, opened in its mount ns (roots.c) */
 	int host_fd;	   /* the host's "/", the same way */
 	bool net_in_child; /* the child unshares its netns itself (no egress link to make) */
+	bool released;	   /* the child has read the daemon's "g" */
 	uid_t uid;
 	gid_t gid;
 	SandboxLimits limits;
@@ -179,6 +186,22 @@ struct child_failure {
 	uint32_t step;
 	int32_t err; /* positive errno */
 };
+
+/* child.c: a sandbox's child, from clone to the exec of paddock-init */
+_Noreturn void child_main(struct child_args *a);
+/* Close every fd from 3 up but those in keep (sorted in place; -1 entries are skipped). */
+void close_fds_except(int *keep, size_t n);
+
+/* spawner.c: the process that clones sandboxes' children for the daemon */
+/* Ask for a's child, cloned into new namespaces (flags: CLONE_NEWPID, and CLONE_NEWNET or
+ * not) as a child of ours; the spawner is started, or restarted, as needed. 0 once it has
+ * the request, or -errno. Its answer comes on a->sync_fd's other end: */
+int spawner_request(SandboxEnv *env, const struct child_args *a, uint64_t flags);
+/* The answer on sync_fd, within timeout_ms (0: only if it is there): 0 with the child's
+ * *pid and *pidfd; -EAGAIN if none came yet; or why there is no child, -errno. */
+int spawner_reply(int sync_fd, int timeout_ms, pid_t *pid, int *pidfd);
+/* The spawner killed and reaped, if there is one. */
+void spawner_stop(SandboxEnv *env);
 
 /* roots.c: the runtimes' trees, opened at start */
 int roots_env_setup(SandboxEnv *env, const PaddockConfig *cfg);

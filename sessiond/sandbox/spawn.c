@@ -1,222 +1,24 @@
 /* SPDX-License-Identifier: MIT */
-/* Starting a sandbox: clone3 into new namespaces, the setup checklist, exec of paddock-init. */
+/* Starting a sandbox, the daemon's side: its sockets, the clone asked of the spawner, its
+ * network, and the wait for its exec of paddock-init. */
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
 #include <stdio.h>
 #include <signal.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cleanup.h"
-#include "clone.h"
 #include "init/init_proto.h"
 #include "sandbox_internal.h"
-#include "sandbox_layout.h"
 
-/* Fds the child must keep are first moved at or above this, out of the way of 0..4. */
-#define CHILD_FD_HIGH 10
 /* How long the whole setup in the child may take before we give up on it. */
 #define SPAWN_TIMEOUT_MS 10000
-
-/* Everything below, up to sandbox_spawn(), runs in the child between clone and exec. */
-
-/*
- * The namespaces clone3 could have made, made here instead: copying the mount table
- * costs time in proportion to the host's mounts, and the child can spend it where the
- * daemon's loop does not wait. Its pid namespace has to come from clone3.
- */
-static int unshare_in_child(struct child_args *a)
-{
-	(void)a;
-	return unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS) < 0 ? -errno : 0;
-}
-
-static int wait_for_parent_in_child(struct child_args *a)
-{
-	char go;
-	ssize_t n;
-
-	do
-		n = read(a->sync_fd, &go, 1);
-	while (n < 0 && errno == EINTR);
-	if (n < 0)
-		return -errno;
-	/* EOF: the parent gave up on us (or died) before we were set up. */
-	return n == 1 ? 0 : -EPIPE;
-}
-
-static int move_high(int *fd)
-{
-	int high = fcntl(*fd, F_DUPFD_CLOEXEC, CHILD_FD_HIGH);
-
-	if (high < 0)
-		return -errno;
-	*fd = high;
-	return 0;
-}
-
-/* 0..2 on /dev/null, the control socket on 3, sessiond's end on 4, nothing else inherited. */
-static int fds_in_child(struct child_args *a)
-{
-	int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-	int r;
-
-	if (null_fd < 0)
-		return -errno;
-	r = move_high(&null_fd);
-	if (r >= 0)
-		r = move_high(&a->sync_fd);
-	if (r >= 0)
-		r = move_high(&a->init_fd);
-	if (r >= 0)
-		r = move_high(&a->ctl_child_fd);
-	if (r >= 0)
-		r = move_high(&a->ctl_parent_fd);
-	if (r < 0)
-		return r;
-	for (int fd = 0; fd <= 2; fd++)
-		if (dup3(null_fd, fd, 0) < 0)
-			return -errno;
-	if (dup3(a->ctl_child_fd, INIT_CTL_FD, 0) < 0 ||
-	    dup3(a->ctl_parent_fd, INIT_CTL_PARENT_FD, 0) < 0)
-		return -errno;
-	/* Whatever else the daemon had open is closed by exec; old kernels lack the flag. */
-	if (syscall(SYS_close_range, INIT_CTL_PARENT_FD + 1, ~0U, CLOSE_RANGE_CLOEXEC) < 0 &&
-	    errno != EINVAL && errno != ENOSYS)
-		return -errno;
-	return 0;
-}
-
-static int exec_in_child(struct child_args *a)
-{
-	static char *const argv[] = { "paddock-init", NULL };
-	static char *const envp[] = { "PATH=" SANDBOX_PATH, "HOME=" SANDBOX_WORKSPACE,
-				      "LANG=C.UTF-8", NULL };
-
-	syscall(SYS_execveat, a->init_fd, "", argv, envp, AT_EMPTY_PATH);
-	return -errno;
-}
-
-struct child_step {
-	enum sandbox_step step;
-	int (*run)(struct child_args *a);
-};
-
-/* The child's setup, in its fixed order. */
-static const struct child_step child_checklist[] = {
-	{ STEP_CGROUP_CREATE, cgroup_create_in_child },
-	{ STEP_CGROUP_ATTACH, cgroup_attach_in_child }, /* what follows is charged to it */
-	{ STEP_WORKSPACE, workspace_create_in_child },	/* still in the daemon's mount ns */
-	{ STEP_UNSHARE, unshare_in_child },
-	{ STEP_HOST_SCAN, roots_open_in_child },
-	{ STEP_HOST_SCAN, host_scan_in_child },
-	{ STEP_NETNS_CHILD, netns_in_child },
-	{ STEP_WAIT_PARENT, wait_for_parent_in_child },
-	{ STEP_CGROUP_NS, cgroup_ns_in_child },
-	{ STEP_MOUNT_PRIVATE, mount_private_in_child },
-	{ STEP_MOUNT_ROOT, mount_root_in_child },
-	{ STEP_MOUNT_USR, mount_usr_in_child },
-	{ STEP_MOUNT_ROOT_LINKS, mount_root_links_in_child },
-	{ STEP_MOUNT_ETC, mount_etc_in_child },
-	{ STEP_MOUNT_DEV, mount_dev_in_child },
-	{ STEP_MOUNT_PROC, mount_proc_in_child },
-	{ STEP_MOUNT_TMP, mount_tmp_in_child },
-	{ STEP_MOUNT_WORKSPACE, mount_workspace_in_child },
-	{ STEP_MOUNT_LIB_DIR, mount_lib_dir_in_child },
-	{ STEP_PIVOT_ROOT, mount_pivot_in_child },
-	{ STEP_ROOT_READONLY, mount_root_readonly_in_child },
-	{ STEP_CHDIR, mount_chdir_in_child },
-	{ STEP_HOSTNAME, hostname_in_child },
-	{ STEP_FDS, fds_in_child },
-	{ STEP_RLIMITS, rlimits_in_child },
-	{ STEP_CAPS_BOUNDING, caps_bounding_in_child },
-	{ STEP_SETGROUPS, setgroups_in_child },
-	{ STEP_SETGID, setgid_in_child },
-	{ STEP_SETUID, setuid_in_child },
-	{ STEP_CAPS_VERIFY, caps_verify_in_child },
-	{ STEP_NO_NEW_PRIVS, no_new_privs_in_child },
-	{ STEP_SECCOMP, seccomp_in_child }, /* the prepared BPF filter is installed here */
-	{ STEP_EXEC, exec_in_child },
-};
-
-static _Noreturn void child_fail(struct child_args *a, unsigned step, int err)
-{
-	struct child_failure f = { .step = step, .err = err };
-	ssize_t n;
-
-	n = write(a->sync_fd, &f, sizeof(f));
-	(void)n;
-	_exit(127);
-}
-
-/*
- * The daemon's fds (its listening socket, its workers' connections) go at once rather than
- * at exec: a child of a daemon that died mid-build would hold them for as long as it sets
- * up, workers waiting for replies on connections no one serves. The state dir's lock
- * stays (sandbox_env_keep_in_child), and so does the workspace template until it is
- * copied. Kernels before 5.9 lack close_range: exec closes them.
- */
-static void close_inherited_in_child(const struct child_args *a)
-{
-	int keep[] = { a->sync_fd, a->ctl_child_fd,	     a->ctl_parent_fd,
-		       a->init_fd, a->env->keep_in_child_fd, a->env->ws_template_fd };
-	unsigned from = 3;
-
-	/* Ascending, so that the ranges between them can be closed in one pass. */
-	for (size_t i = 1; i < ARRAY_SIZE(keep); i++)
-		for (size_t j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
-			int t = keep[j];
-
-			keep[j] = keep[j - 1];
-			keep[j - 1] = t;
-		}
-	for (size_t i = 0; i < ARRAY_SIZE(keep); i++) {
-		if (keep[i] < 0 || (unsigned)keep[i] < from)
-			continue;
-		if ((unsigned)keep[i] > from &&
-		    syscall(SYS_close_range, from, (unsigned)keep[i] - 1, 0) < 0)
-			return;
-		from = (unsigned)keep[i] + 1;
-	}
-	(void)syscall(SYS_close_range, from, ~0U, 0);
-}
-
-/*
- * Until it drops its privileges (setresuid clears this) the child dies with the daemon:
- * what it made so far is then the next daemon's to clean, once the lock is free. Dead
- * already, the daemon has hung up its end of the sync socket.
- */
-static void die_with_parent_in_child(const struct child_args *a)
-{
-	struct pollfd p = { .fd = a->sync_fd, .events = POLLIN };
-
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 ||
-	    (poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR))))
-		_exit(127);
-}
-
-static _Noreturn void child_main(struct child_args *a, int sync_parent_fd)
-{
-	/* Our copy of the parent's end would hide the parent's death from us. */
-	close(sync_parent_fd);
-	die_with_parent_in_child(a);
-	close_inherited_in_child(a);
-	for (size_t i = 0; i < ARRAY_SIZE(child_checklist); i++) {
-		int r = child_checklist[i].run(a);
-
-		if (r < 0)
-			child_fail(a, child_checklist[i].step, -r);
-	}
-	child_fail(a, STEP_EXEC, EIO); /* exec returned without an error: cannot happen */
-}
 
 static int pidfd_kill(int pidfd)
 {
@@ -232,6 +34,10 @@ static bool limits_valid(const SandboxEnv *env, const SandboxLimits *l)
 
 /* Wait up to timeout_ms for the child to exec (EOF on the sync socket) or report a
  * failed step; -EAGAIN if it is still setting up when the time is up. */
+/* How the last child seen to die before its exec ended (si_code, si_status), for the
+ * error. */
+static int died_code, died_status;
+
 static int wait_for_child_from_parent(int sync_fd, int pidfd, int timeout_ms, unsigned *step)
 {
 	struct pollfd p = { .fd = sync_fd, .events = POLLIN };
@@ -265,6 +71,8 @@ static int wait_for_child_from_parent(int sync_fd, int pidfd, int timeout_ms, un
 		return -errno;
 	if (si.si_pid != 0) {
 		*step = STEP_CHILD_DIED;
+		died_code = si.si_code;
+		died_status = si.si_status;
 		return -ECHILD;
 	}
 	return 0;
@@ -294,7 +102,12 @@ static void spawn_undo(SandboxEnv *env, const char *id, int pidfd, unsigned step
 	sandbox_cgroup_remove_wait(env, id, 100, 1);
 	if (workspace_maybe_made(step))
 		workspace_destroy(env, id);
-	sandbox_set_error("%s: %s", sandbox_step_name(step), strerror(-r));
+	if (step == STEP_CHILD_DIED && died_code == CLD_EXITED)
+		sandbox_set_error("%s (exit status %d)", sandbox_step_name(step), died_status);
+	else if (step == STEP_CHILD_DIED && (died_code == CLD_KILLED || died_code == CLD_DUMPED))
+		sandbox_set_error("%s (signal %d)", sandbox_step_name(step), died_status);
+	else
+		sandbox_set_error("%s: %s", sandbox_step_name(step), strerror(-r));
 }
 
 int sandbox_spawn_start(SandboxEnv *env, const char *id, uid_t uid, gid_t gid,
@@ -302,10 +115,8 @@ int sandbox_spawn_start(SandboxEnv *env, const char *id, uid_t uid, gid_t gid,
 {
 	struct child_args a = { 0 };
 	_cleanup_close_ int ctl_parent = -1, ctl_child = -1, sync_parent = -1, sync_child = -1;
-	_cleanup_close_ int pidfd = -1;
 	unsigned step = STEP_PREPARE;
 	int sp[2], r;
-	pid_t pid;
 
 	sandbox_set_error("%s", ""); /* what follows is this spawn's error, if any */
 	if (!env || !sandbox_id_valid(id) || uid == 0 || gid == 0 || !limits_valid(env, limits) ||
@@ -355,54 +166,75 @@ int sandbox_spawn_start(SandboxEnv *env, const char *id, uid_t uid, gid_t gid,
 
 	step = STEP_CLONE;
 	a.net_in_child = !(env->egress && limits->egress);
-	pid = clone_pidfd(CLONE_NEWPID | (a.net_in_child ? 0 : CLONE_NEWNET), &pidfd);
-	if (pid < 0) {
-		r = -errno;
-		goto undo;
-	}
-	if (pid == 0)
-		child_main(&a, sync_parent);
-
-	ctl_child = safe_close(ctl_child);
-	sync_child = safe_close(sync_child);
-
-	/* Meanwhile the child makes its cgroup and namespaces (its netns too without egress). */
-	step = STEP_NETNS;
-	r = a.net_in_child ? 0 : netns_setup_from_parent(env, pidfd, pid);
+	r = spawner_request(env, &a, CLONE_NEWPID | (a.net_in_child ? 0 : CLONE_NEWNET));
 	if (r < 0)
 		goto undo;
-	step = STEP_RELEASE_CHILD;
-	if (send(sync_parent, "g", 1, MSG_NOSIGNAL) != 1) {
-		r = -errno;
-		/* The child failed before it waited for us: it has said at which step. */
-		if (r == -EPIPE || r == -ECONNRESET) {
-			int w = wait_for_child_from_parent(sync_parent, pidfd, SPAWN_TIMEOUT_MS,
-							   &step);
 
-			r = w < 0 ? w : r;
-		}
-		goto undo;
-	}
-
-	*ret = (SandboxPending){ .pid = pid };
+	*ret = (SandboxPending){ .pid = 0, .net_in_child = a.net_in_child };
 	snprintf(ret->id, sizeof(ret->id), "%s", id);
-	ret->pidfd = TAKE_FD(pidfd);
+	ret->pidfd = -1;
 	ret->ctl_fd = TAKE_FD(ctl_parent);
 	ret->sync_fd = TAKE_FD(sync_parent);
 	return 0;
 
 undo:
-	spawn_undo(env, id, pidfd, step, r);
+	spawn_undo(env, id, -1, step, r);
 	return r;
 }
 
 /* A pending spawn that will not finish: the child killed, p's fds closed. */
 static void pending_undo(SandboxEnv *env, SandboxPending *p, unsigned step, int r)
 {
+	/* A child may be cloned whose pid we have not read yet: wait for the spawner's
+	 * answer, so that it is killed before what it made is removed. */
+	if (!p->answered)
+		(void)spawner_reply(p->sync_fd, SPAWN_TIMEOUT_MS, &p->pid, &p->pidfd);
 	p->sync_fd = safe_close(p->sync_fd);
 	spawn_undo(env, p->id, p->pidfd, step, r);
 	p->pidfd = safe_close(p->pidfd);
 	p->ctl_fd = safe_close(p->ctl_fd);
+}
+
+/*
+ * The spawner's answer, the first message on p's sync socket (within timeout_ms; 0: if it
+ * is there): the child's pid and pidfd. Its network is then set up if the daemon makes it,
+ * and it is let go. -EAGAIN if no answer came yet; any other failure undoes p.
+ */
+static int spawn_release(SandboxEnv *env, SandboxPending *p, int timeout_ms)
+{
+	unsigned step = STEP_CLONE;
+	int r = spawner_reply(p->sync_fd, timeout_ms, &p->pid, &p->pidfd);
+
+	if (r == -EAGAIN && timeout_ms == 0)
+		return r;
+	p->answered = r != -EAGAIN;
+	if (r == -EAGAIN)
+		r = -ETIMEDOUT;
+	if (r < 0)
+		goto undo;
+	/* Meanwhile the child makes its cgroup and namespaces (its netns too without egress). */
+	step = STEP_NETNS;
+	r = p->net_in_child ? 0 : netns_setup_from_parent(env, p->pidfd, p->pid);
+	if (r < 0)
+		goto undo;
+	step = STEP_RELEASE_CHILD;
+	if (send(p->sync_fd, "g", 1, MSG_NOSIGNAL) != 1) {
+		r = -errno;
+		/* The child died before it read it (a failed step waits for the "g"). */
+		if (r == -EPIPE || r == -ECONNRESET) {
+			int w = wait_for_child_from_parent(p->sync_fd, p->pidfd, SPAWN_TIMEOUT_MS,
+							   &step);
+
+			r = w < 0 ? w : r;
+		}
+		goto undo;
+	}
+	p->released = true;
+	return 0;
+
+undo:
+	pending_undo(env, p, step, r);
+	return r;
 }
 
 /*
@@ -423,9 +255,14 @@ static bool child_is_init(const SandboxEnv *env, pid_t pid)
 int sandbox_spawn_finish(SandboxEnv *env, SandboxPending *p, bool wait, Sandbox *ret)
 {
 	unsigned step = STEP_RELEASE_CHILD;
-	int r = wait_for_child_from_parent(p->sync_fd, p->pidfd, wait ? SPAWN_TIMEOUT_MS : 0,
-					   &step);
+	int r;
 
+	if (!p->released) {
+		r = spawn_release(env, p, wait ? SPAWN_TIMEOUT_MS : 0);
+		if (r < 0 || !wait)
+			return r < 0 ? r : -EAGAIN; /* let go: its exec or failure comes next */
+	}
+	r = wait_for_child_from_parent(p->sync_fd, p->pidfd, wait ? SPAWN_TIMEOUT_MS : 0, &step);
 	if (r == -EAGAIN && !wait)
 		return r; /* still setting up: p is untouched */
 	if (r == -EAGAIN)
@@ -433,6 +270,7 @@ int sandbox_spawn_finish(SandboxEnv *env, SandboxPending *p, bool wait, Sandbox 
 	if (r == 0 && !child_is_init(env, p->pid)) {
 		r = -ECHILD;
 		step = STEP_CHILD_DIED;
+		died_code = 0; /* its exit not seen yet */
 	}
 	if (r < 0) {
 		pending_undo(env, p, step, r);

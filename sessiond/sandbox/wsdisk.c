@@ -500,6 +500,7 @@ int ws_disk_ready(SandboxEnv *env)
 	if (now_ms() >= env->ws_retry_at_ms) {
 		r = template_make(env);
 		if (r == 0) {
+			env->ws_gen++;
 			env->ws_error = 0;
 			env->ws_problem[0] = '\0';
 			return 0;

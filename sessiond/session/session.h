@@ -185,8 +185,9 @@ typedef struct Zombie {
 	Manager *m;
 	char id[SESSION_ID_MAX + 1]; /* the resource id (cgroup, workspace) */
 	uid_t uid;
-	int pidfd;	 /* init's, then the cleanup child's */
-	LoopSource *src; /* the watch on pidfd */
+	int pidfd;	 /* init's, until it has exited */
+	int done_fd;	 /* then the cleanup's report (sandbox_remove_start) */
+	LoopSource *src; /* the watch on pidfd, then on done_fd */
 	struct Zombie *prev, *next;
 } Zombie;
 

@@ -10,12 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "cleanup.h"
-#include "clone.h"
 #include "list.h"
 #include "log.h"
 #include "session.h"
@@ -30,63 +28,52 @@ static void zombie_free(Zombie *z)
 	loop_remove(m->loop, z->src);
 	if (z->pidfd >= 0)
 		close(z->pidfd);
+	if (z->done_fd >= 0)
+		close(z->done_fd);
 	uid_release(m, z->uid);
 	LIST_UNLINK(m->zombies, z);
 	free(z);
 }
 
-/*
- * The cleanup proper, in a child: removing cgroups and unmounting wait on kernel locks
- * that every sandbox build and teardown takes, and the loop should not wait with them.
- * The child shares the daemon's fd table (CLONE_FILES) and opens nothing, so it holds no
- * copy of a socket whose peer waits to see the daemon close it; and it dies with the
- * daemon, so that the shared table (the state dir's lock, the listening socket, the
- * workers' connections) does not outlive a crash. The next start cleans what it left.
- */
-static _Noreturn void zombie_cleanup_in_child(const Zombie *z, pid_t daemon)
-{
-	int r;
-
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != daemon)
-		_exit(1);
-	r = sandbox_cgroup_remove_wait(z->m->env, z->id, ZOMBIE_MAX_TRIES, ZOMBIE_RETRY_MS);
-
-	if (r < 0)
-		log_warn("SESSION_ID=%s cgroup not removed: %s (cleaned at next start)", z->id,
-			 strerror(-r));
-	r = workspace_destroy(z->m->env, z->id);
-	if (r < 0)
-		log_warn("SESSION_ID=%s workspace not removed: %s", z->id, strerror(-r));
-	_exit(r < 0);
-}
-
 static void on_cleanup_done(Loop *l, int fd, uint32_t events, void *data)
 {
 	Zombie *z = data;
+	SandboxRemoval res;
+	int r = sandbox_remove_finish(fd, &res);
 
 	(void)l;
-	(void)fd;
 	(void)events;
+	if (r < 0)
+		log_warn("SESSION_ID=%s cleanup child: %s (cleaned at next start)", z->id,
+			 strerror(-r));
+	else if (res.cgroup_err < 0)
+		log_warn("SESSION_ID=%s cgroup not removed: %s (cleaned at next start)", z->id,
+			 strerror(-res.cgroup_err));
+	if (r == 0 && res.workspace_err < 0)
+		log_warn("SESSION_ID=%s workspace not removed: %s", z->id,
+			 strerror(-res.workspace_err));
 	log_debug("SESSION_ID=%s sandbox gone", z->id);
 	zombie_free(z); /* the uid is free again once nothing is left that ran as it */
 }
 
-/* init is gone: a child removes the cgroup (retrying while tasks drain), then the
- * workspace; the zombie lasts until that child exits. */
+/*
+ * init is gone: a child the spawner clones removes the cgroup (retrying while tasks
+ * drain), then the workspace, off the loop (they wait on kernel locks that every sandbox
+ * build and teardown takes); the zombie lasts until it reports on z->done_fd.
+ */
 static void zombie_reap(Loop *l, Zombie *z)
 {
-	pid_t pid, daemon = getpid();
+	int r;
 
 	z->src = loop_remove(l, z->src);
 	z->pidfd = safe_close(z->pidfd);
-	pid = clone_pidfd(CLONE_FILES, &z->pidfd);
-	if (pid == 0)
-		zombie_cleanup_in_child(z, daemon);
-	if (pid > 0 && loop_add_fd(l, z->pidfd, EPOLLIN, on_cleanup_done, z, &z->src) == 0)
+	r = sandbox_remove_start(z->m->env, z->id, ZOMBIE_MAX_TRIES, ZOMBIE_RETRY_MS,
+				 &z->done_fd);
+	if (r == 0 && loop_add_fd(l, z->done_fd, EPOLLIN, on_cleanup_done, z, &z->src) == 0)
 		return;
-	if (pid < 0) {
+	if (r < 0) {
 		/* No child: one attempt here; what is left is cleaned at the next start. */
-		log_warn("SESSION_ID=%s cleanup child: %s", z->id, strerror(errno));
+		log_warn("SESSION_ID=%s cleanup child: %s", z->id, strerror(-r));
 		sandbox_cgroup_remove(z->m->env, z->id);
 		workspace_destroy(z->m->env, z->id);
 	}
@@ -110,7 +97,7 @@ void zombie_add(Manager *m, const char *rid, uid_t uid, int pidfd)
 		safe_close(pidfd);
 		return;
 	}
-	*z = (Zombie){ .m = m, .uid = uid, .pidfd = pidfd };
+	*z = (Zombie){ .m = m, .uid = uid, .pidfd = pidfd, .done_fd = -1 };
 	snprintf(z->id, sizeof(z->id), "%s", rid);
 	LIST_PUSH(m->zombies, z);
 	if (z->pidfd < 0 || loop_add_fd(m->loop, z->pidfd, EPOLLIN, on_zombie_exit, z, &z->src) < 0)
