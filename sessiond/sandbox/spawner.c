@@ -116,10 +116,8 @@ static bool request_valid(const struct spawn_request *req, size_t nfds)
 	case OP_SANDBOX:
 		return nfds == REQ_FDS && !(req->clone_flags & ~SPAWNER_CLONE_FLAGS) &&
 		       (req->clone_flags & CLONE_NEWPID);
-	case OP_REMOVE:
-		return nfds == 1 && sandbox_id_valid(req->args.id);
-	default:
-		return false;
+	case OP_REMOVE: return nfds == 1 && sandbox_id_valid(req->args.id);
+	default: return false;
 	}
 }
 
@@ -211,8 +209,8 @@ static void serve(SandboxEnv *env, struct spawn_request *req, int fds[REQ_FDS])
  * that every sandbox build and teardown takes. It reports on its pipe, and dies with the
  * daemon; the next start cleans what it left.
  */
-static _Noreturn void remove_in_child(SandboxEnv *env, const struct spawn_request *req,
-				      int done_fd, pid_t daemon)
+static _Noreturn void remove_in_child(SandboxEnv *env, const struct spawn_request *req, int done_fd,
+				      pid_t daemon)
 {
 	SandboxRemoval res = { 0 };
 	int keep[] = { done_fd };
@@ -448,8 +446,8 @@ int spawner_reply(int sync_fd, int timeout_ms, pid_t *pid, int *pidfd)
 	/* EOF: the spawner died, or dropped the request, before it cloned. */
 	if (n == 0)
 		return -EPIPE;
-	if (take_fds(&mh, &fd, 1) > 1 || (size_t)n != sizeof(rep) ||
-	    (rep.pid > 0) != (fd >= 0) || (rep.pid <= 0 && rep.err <= 0)) {
+	if (take_fds(&mh, &fd, 1) > 1 || (size_t)n != sizeof(rep) || (rep.pid > 0) != (fd >= 0) ||
+	    (rep.pid <= 0 && rep.err <= 0)) {
 		safe_close(fd);
 		return -EPROTO;
 	}

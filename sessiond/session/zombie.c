@@ -67,8 +67,7 @@ static void zombie_reap(Loop *l, Zombie *z)
 
 	z->src = loop_remove(l, z->src);
 	z->pidfd = safe_close(z->pidfd);
-	r = sandbox_remove_start(z->m->env, z->id, ZOMBIE_MAX_TRIES, ZOMBIE_RETRY_MS,
-				 &z->done_fd);
+	r = sandbox_remove_start(z->m->env, z->id, ZOMBIE_MAX_TRIES, ZOMBIE_RETRY_MS, &z->done_fd);
 	if (r == 0 && loop_add_fd(l, z->done_fd, EPOLLIN, on_cleanup_done, z, &z->src) == 0)
 		return;
 	if (r < 0) {
