@@ -218,6 +218,7 @@ static _Noreturn void remove_in_child(SandboxEnv *env, const struct spawn_reques
 
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != daemon)
 		_exit(1);
+	(void)prctl(PR_SET_NAME, "paddock-cleanup");
 	/* The spawner's socket above all: a copy here would keep it open past its death. */
 	close_fds_except(keep, ARRAY_SIZE(keep));
 	res.cgroup_err = sandbox_cgroup_remove_wait(env, req->args.id, req->tries, req->retry_ms);

@@ -185,9 +185,10 @@ typedef struct Zombie {
 	Manager *m;
 	char id[SESSION_ID_MAX + 1]; /* the resource id (cgroup, workspace) */
 	uid_t uid;
-	int pidfd;	 /* init's, until it has exited */
-	int done_fd;	 /* then the cleanup's report (sandbox_remove_start) */
-	LoopSource *src; /* the watch on pidfd, then on done_fd */
+	int pidfd;	   /* init's, until it has exited */
+	int done_fd;	   /* then the cleanup's report (sandbox_remove_start) */
+	unsigned cleanups; /* cleanup children that did not report */
+	LoopSource *src;   /* the watch on pidfd, then on done_fd */
 	struct Zombie *prev, *next;
 } Zombie;
 

@@ -20,6 +20,8 @@
 
 #define ZOMBIE_RETRY_MS 20
 #define ZOMBIE_MAX_TRIES 500
+/* Cleanup children started for one zombie, at most, when they do not report. */
+#define ZOMBIE_CLEANUPS 3
 
 static void zombie_free(Zombie *z)
 {
@@ -35,14 +37,21 @@ static void zombie_free(Zombie *z)
 	free(z);
 }
 
+static void zombie_reap(Loop *l, Zombie *z);
+
 static void on_cleanup_done(Loop *l, int fd, uint32_t events, void *data)
 {
 	Zombie *z = data;
 	SandboxRemoval res;
 	int r = sandbox_remove_finish(fd, &res);
 
-	(void)l;
 	(void)events;
+	/* The spawner died with the request queued, or the child was killed: again, with a
+	 * new spawner (a few times; then the next start cleans up). */
+	if (r == -ECHILD && ++z->cleanups < ZOMBIE_CLEANUPS) {
+		zombie_reap(l, z);
+		return;
+	}
 	if (r < 0)
 		log_warn("SESSION_ID=%s cleanup child: %s (cleaned at next start)", z->id,
 			 strerror(-r));
@@ -67,6 +76,7 @@ static void zombie_reap(Loop *l, Zombie *z)
 
 	z->src = loop_remove(l, z->src);
 	z->pidfd = safe_close(z->pidfd);
+	z->done_fd = safe_close(z->done_fd);
 	r = sandbox_remove_start(z->m->env, z->id, ZOMBIE_MAX_TRIES, ZOMBIE_RETRY_MS, &z->done_fd);
 	if (r == 0 && loop_add_fd(l, z->done_fd, EPOLLIN, on_cleanup_done, z, &z->src) == 0)
 		return;
