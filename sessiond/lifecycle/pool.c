@@ -159,6 +159,14 @@ static void build_error_note(Manager *m, int r, bool deadline)
 		snprintf(m->build_error, sizeof(m->build_error), "%s", why[0] ? why : strerror(-r));
 }
 
+/* Whether a failure says something of the host's ability to build: not a build that ran
+ * out of time (a slow host builds the next one), nor one whose request the spawner took
+ * with it when it died (the next build has a new spawner). */
+static bool build_failure_counts(int r)
+{
+	return r != -ETIMEDOUT && r != -ECONNABORTED;
+}
+
 /*
  * A build of a runtime profile's failed. Its failures are its own: they neither pause nor
  * fail the other runtimes' builds. BUILD_FAILURES_MAX in a row for a reason other than
@@ -170,7 +178,7 @@ static void profile_build_failed(Manager *m, int which, int r)
 {
 	size_t runtime = pool_runtime(which);
 
-	if (r == -ETIMEDOUT || ++m->runtime_failures[runtime] < BUILD_FAILURES_MAX)
+	if (!build_failure_counts(r) || ++m->runtime_failures[runtime] < BUILD_FAILURES_MAX)
 		return;
 	m->runtime_broken[runtime] = true;
 	log_err("runtime profile '%s': %u builds failed in a row (%s): no more of its sandboxes "
@@ -202,11 +210,11 @@ static void pool_build_failed(Manager *m, int which, int r, bool deadline)
 	}
 	if (r == -EUSERS)
 		m->build_failures = BUILD_FAILURES_MAX;
-	else if (r != -ETIMEDOUT && m->build_failures < 16)
+	else if (build_failure_counts(r) && m->build_failures < 16)
 		m->build_failures++;
 	pause = (uint64_t)BUILD_RETRY_MS << (m->build_failures < 4 ? m->build_failures : 4);
 	m->build_retry_ms = now_ms() + pause;
-	if (r != -ETIMEDOUT && m->build_failures >= BUILD_FAILURES_MAX)
+	if (build_failure_counts(r) && m->build_failures >= BUILD_FAILURES_MAX)
 		create_fail_unbuilt_waiting(m, m->pool_building_fg, r);
 }
 

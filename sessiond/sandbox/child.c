@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* A sandbox's child between clone and exec: the setup checklist, then exec of paddock-init. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -154,6 +156,38 @@ static _Noreturn void child_fail(struct child_args *a, unsigned step, int err)
 	_exit(127);
 }
 
+static bool kept(int fd, const int *keep, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (keep[i] == fd)
+			return true;
+	return false;
+}
+
+/* Kernels before 5.9 have no close_range: every fd /proc lists, one by one. No
+ * allocation, so that it is safe in a child between clone and exec too. */
+static void close_listed_fds_except(const int *keep, size_t n)
+{
+	char buf[4096] __attribute__((aligned(8)));
+	int dir = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ssize_t len;
+
+	if (dir < 0)
+		return;
+	while ((len = getdents64(dir, buf, sizeof(buf))) > 0)
+		for (ssize_t off = 0; off < len;) {
+			const struct dirent64 *d = (const struct dirent64 *)(buf + off);
+			char *end;
+			long fd = strtol(d->d_name, &end, 10);
+
+			off += d->d_reclen;
+			if (*end == '\0' && end != d->d_name && fd > 2 && fd != dir &&
+			    !kept((int)fd, keep, n))
+				close((int)fd);
+		}
+	close(dir);
+}
+
 void close_fds_except(int *keep, size_t n)
 {
 	unsigned from = 3;
@@ -170,11 +204,14 @@ void close_fds_except(int *keep, size_t n)
 		if (keep[i] < 0 || (unsigned)keep[i] < from)
 			continue;
 		if ((unsigned)keep[i] > from &&
-		    syscall(SYS_close_range, from, (unsigned)keep[i] - 1, 0) < 0)
+		    syscall(SYS_close_range, from, (unsigned)keep[i] - 1, 0) < 0) {
+			close_listed_fds_except(keep, n);
 			return;
+		}
 		from = (unsigned)keep[i] + 1;
 	}
-	(void)syscall(SYS_close_range, from, ~0U, 0);
+	if (syscall(SYS_close_range, from, ~0U, 0) < 0)
+		close_listed_fds_except(keep, n);
 }
 
 /*
@@ -182,7 +219,6 @@ void close_fds_except(int *keep, size_t n)
  * forked the spawner) goes at once rather than at exec: a child of a daemon that died
  * mid-build would hold it for as long as it sets up. The state dir's lock stays
  * (sandbox_env_keep_in_child), and so does the workspace template until it is copied.
- * Kernels before 5.9 lack close_range: exec closes them.
  */
 static void close_inherited_in_child(const struct child_args *a)
 {

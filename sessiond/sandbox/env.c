@@ -202,7 +202,7 @@ SandboxEnv *sandbox_env_free(SandboxEnv *env)
 {
 	if (!env)
 		return NULL;
-	spawner_stop(env);
+	spawner_stop(env, true);
 	lib_copy_clear(env);
 	ws_disk_env_clear(env);
 	cgroup_env_clear(env);

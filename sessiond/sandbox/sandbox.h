@@ -105,7 +105,8 @@ int sandbox_spawn(SandboxEnv *env, const char *id, uid_t uid, gid_t gid,
  * has answered, and again when the child has become init or failed. finish takes what
  * came (wait: block until the child is init, at most the spawn timeout; else -EAGAIN
  * while it is not, after taking the spawner's answer if that is what came). A failed
- * finish, like abort, leaves nothing behind.
+ * finish, like abort, leaves nothing behind; -ECONNABORTED: the spawner died with the
+ * request, and the next spawn has another.
  */
 typedef struct SandboxPending {
 	pid_t pid;	   /* the child, init to be; 0 until the spawner has answered */

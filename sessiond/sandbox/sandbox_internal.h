@@ -198,10 +198,12 @@ void close_fds_except(int *keep, size_t n);
  * the request, or -errno. Its answer comes on a->sync_fd's other end: */
 int spawner_request(SandboxEnv *env, const struct child_args *a, uint64_t flags);
 /* The answer on sync_fd, within timeout_ms (0: only if it is there): 0 with the child's
- * *pid and *pidfd; -EAGAIN if none came yet; or why there is no child, -errno. */
+ * *pid and *pidfd; -EINPROGRESS if none came yet; -ECONNABORTED if the spawner went
+ * without cloning it; or why there is no child, -errno. */
 int spawner_reply(int sync_fd, int timeout_ms, pid_t *pid, int *pidfd);
-/* The spawner killed and reaped, if there is one. */
-void spawner_stop(SandboxEnv *env);
+/* The spawner killed, if there is one, and reaped if wait (else the daemon's SIGCHLD
+ * handler reaps it). */
+void spawner_stop(SandboxEnv *env, bool wait);
 
 /* roots.c: the runtimes' trees, opened at start */
 int roots_env_setup(SandboxEnv *env, const PaddockConfig *cfg);

@@ -19,6 +19,8 @@
 
 /* How long the whole setup in the child may take before we give up on it. */
 #define SPAWN_TIMEOUT_MS 10000
+/* How long a build given up waits for the spawner's answer, which takes a clone's time. */
+#define SPAWNER_ANSWER_MS 1000
 
 static int pidfd_kill(int pidfd)
 {
@@ -185,10 +187,16 @@ undo:
 /* A pending spawn that will not finish: the child killed, p's fds closed. */
 static void pending_undo(SandboxEnv *env, SandboxPending *p, unsigned step, int r)
 {
-	/* A child may be cloned whose pid we have not read yet: wait for the spawner's
-	 * answer, so that it is killed before what it made is removed. */
-	if (!p->answered)
-		(void)spawner_reply(p->sync_fd, SPAWN_TIMEOUT_MS, &p->pid, &p->pidfd);
+	/*
+	 * A child may be cloned whose pid we have not read yet: wait a moment for the
+	 * spawner's answer, so that it is killed before what it made is removed. A spawner
+	 * that gives none is stuck: it goes (the next build starts another), and a child it
+	 * may have made ends at its wait for our "g", which the close below answers with
+	 * EOF; what it made by then is the next start's to clean.
+	 */
+	if (!p->answered &&
+	    spawner_reply(p->sync_fd, SPAWNER_ANSWER_MS, &p->pid, &p->pidfd) == -EINPROGRESS)
+		spawner_stop(env, false);
 	p->sync_fd = safe_close(p->sync_fd);
 	spawn_undo(env, p->id, p->pidfd, step, r);
 	p->pidfd = safe_close(p->pidfd);
@@ -205,10 +213,10 @@ static int spawn_release(SandboxEnv *env, SandboxPending *p, int timeout_ms)
 	unsigned step = STEP_CLONE;
 	int r = spawner_reply(p->sync_fd, timeout_ms, &p->pid, &p->pidfd);
 
-	if (r == -EAGAIN && timeout_ms == 0)
-		return r;
-	p->answered = r != -EAGAIN;
-	if (r == -EAGAIN)
+	if (r == -EINPROGRESS && timeout_ms == 0)
+		return -EAGAIN;
+	p->answered = r != -EINPROGRESS;
+	if (r == -EINPROGRESS)
 		r = -ETIMEDOUT;
 	if (r < 0)
 		goto undo;

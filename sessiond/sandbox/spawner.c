@@ -23,6 +23,7 @@
 #include <poll.h>
 #include <stdio.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -40,6 +41,8 @@
 /* How long the daemon waits for room in the spawner's queue: it takes a request a clone's
  * time, about a millisecond. */
 #define SPAWNER_SEND_MS 5000
+/* The daemon's send buffer on the spawner's socket. */
+#define SPAWNER_SNDBUF (4 * 1024 * 1024)
 /* The namespaces a request may ask the clone for. */
 #define SPAWNER_CLONE_FLAGS ((uint64_t)(CLONE_NEWPID | CLONE_NEWNET))
 
@@ -115,7 +118,8 @@ static bool request_valid(const struct spawn_request *req, size_t nfds)
 	switch (req->op) {
 	case OP_SANDBOX:
 		return nfds == REQ_FDS && !(req->clone_flags & ~SPAWNER_CLONE_FLAGS) &&
-		       (req->clone_flags & CLONE_NEWPID);
+		       (req->clone_flags & CLONE_NEWPID) && sandbox_id_valid(req->args.id) &&
+		       req->args.uid != 0 && req->args.gid != 0;
 	case OP_REMOVE: return nfds == 1 && sandbox_id_valid(req->args.id);
 	default: return false;
 	}
@@ -145,17 +149,17 @@ static int recv_request(int sock, struct spawn_request *req, int fds[REQ_FDS])
 	for (size_t i = 0; i < REQ_FDS; i++)
 		fds[i] = -1;
 	nfds = take_fds(&mh, fds, REQ_FDS);
+	req->args.id[sizeof(req->args.id) - 1] = '\0';
 	if ((size_t)n != sizeof(*req) || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
 	    !request_valid(req, nfds)) {
 		close_all(fds, REQ_FDS);
 		return -EPROTO;
 	}
-	req->args.id[sizeof(req->args.id) - 1] = '\0';
 	return 1;
 }
 
-/* The answer, on the child's sync socket. */
-static void send_reply(int sync_fd, pid_t pid, int err, int pidfd)
+/* The answer, on the child's sync socket: whether the daemon can read it. */
+static bool send_reply(int sync_fd, pid_t pid, int err, int pidfd)
 {
 	struct spawn_reply rep = { .pid = pid, .err = err };
 	union {
@@ -176,8 +180,7 @@ static void send_reply(int sync_fd, pid_t pid, int err, int pidfd)
 		c->cmsg_len = CMSG_LEN(sizeof(int));
 		memcpy(CMSG_DATA(c), &pidfd, sizeof(int));
 	}
-	/* A daemon that gave up on this child reads no answer: nothing to do about it. */
-	(void)sendmsg(sync_fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+	return sendmsg(sync_fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)sizeof(rep);
 }
 
 /* Clone the child a request describes, and tell the daemon which it is. */
@@ -198,7 +201,11 @@ static void serve(SandboxEnv *env, struct spawn_request *req, int fds[REQ_FDS])
 	pid = clone_for_daemon(req->clone_flags, &pidfd);
 	if (pid == 0)
 		child_main(a);
-	send_reply(fds[REQ_FD_SYNC], pid > 0 ? pid : 0, pid < 0 ? errno : 0, pidfd);
+	/* A daemon that gave up on the build before our answer cannot kill the child: we do,
+	 * before it makes more than it may have made already. */
+	if (!send_reply(fds[REQ_FD_SYNC], pid > 0 ? pid : 0, pid < 0 ? errno : 0, pidfd) &&
+	    pidfd >= 0)
+		(void)syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
 	/* The child has its copies: ours would hide from the daemon that it exec'd. */
 	close_all(fds, REQ_FDS);
 	safe_close(pidfd);
@@ -287,20 +294,25 @@ static int spawner_start(SandboxEnv *env)
 		spawner_main(env, sp[1], daemon);
 	}
 	close(sp[1]);
+	/* Room for a few hundred requests (of 12 KiB) rather than the default's dozen: a
+	 * burst of builds and cleanups is queued there, not waited out on the loop. */
+	(void)setsockopt(sp[0], SOL_SOCKET, SO_SNDBUFFORCE, &(int){ SPAWNER_SNDBUF }, sizeof(int));
 	env->spawner.fd = sp[0];
 	env->spawner.pidfd = pidfd;
 	env->spawner.ws_gen = env->ws_gen;
 	return 0;
 }
 
-void spawner_stop(SandboxEnv *env)
+void spawner_stop(SandboxEnv *env, bool wait)
 {
 	if (env->spawner.pidfd >= 0) {
 		siginfo_t si;
 
 		(void)syscall(SYS_pidfd_send_signal, env->spawner.pidfd, SIGKILL, NULL, 0);
-		/* ECHILD: the daemon's SIGCHLD handler reaped it first. */
-		while (waitid(P_PIDFD, env->spawner.pidfd, &si, WEXITED) < 0 && errno == EINTR)
+		/* Not on the loop: a spawner in the middle of a clone may take a while to die,
+		 * and the daemon's SIGCHLD handler reaps it. ECHILD: that handler was first. */
+		while (wait && waitid(P_PIDFD, env->spawner.pidfd, &si, WEXITED) < 0 &&
+		       errno == EINTR)
 			;
 	}
 	env->spawner.pidfd = safe_close(env->spawner.pidfd);
@@ -347,7 +359,7 @@ static int spawner_ready(SandboxEnv *env)
 {
 	if (env->spawner.fd >= 0 && env->spawner.ws_gen == env->ws_gen)
 		return 0;
-	spawner_stop(env);
+	spawner_stop(env, false);
 	return spawner_start(env);
 }
 
@@ -362,14 +374,14 @@ static int spawner_send(SandboxEnv *env, const struct spawn_request *req, const 
 	/* Gone before this request (killed): no child of its has these fds, so a new
 	 * spawner may have them. */
 	if (r == -EPIPE || r == -ECONNRESET) {
-		spawner_stop(env);
+		spawner_stop(env, false);
 		r = spawner_start(env);
 		if (r >= 0)
 			r = send_request(env->spawner.fd, req, fds, nfds);
 	}
 	/* One that does not take requests is not asked again. */
 	if (r < 0)
-		spawner_stop(env);
+		spawner_stop(env, false);
 	return r;
 }
 
@@ -442,11 +454,12 @@ int spawner_reply(int sync_fd, int timeout_ms, pid_t *pid, int *pidfd)
 	do
 		n = recvmsg(sync_fd, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
 	while (n < 0 && errno == EINTR);
+	/* -EINPROGRESS, not -EAGAIN: that is also an answer (clone3 at pids.max). */
 	if (n < 0)
-		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+		return errno == EWOULDBLOCK ? -EINPROGRESS : -errno;
 	/* EOF: the spawner died, or dropped the request, before it cloned. */
 	if (n == 0)
-		return -EPIPE;
+		return -ECONNABORTED;
 	if (take_fds(&mh, &fd, 1) > 1 || (size_t)n != sizeof(rep) || (rep.pid > 0) != (fd >= 0) ||
 	    (rep.pid <= 0 && rep.err <= 0)) {
 		safe_close(fd);

@@ -147,6 +147,10 @@ void zombies_drain(Manager *m)
 			close(z->pidfd);
 			z->pidfd = -1;
 		}
+		/* A cleanup under way: its report (or EOF) ends the wait; what it has not done
+		 * in time is done below. */
+		if (z->done_fd >= 0)
+			(void)poll(&(struct pollfd){ .fd = z->done_fd, .events = POLLIN }, 1, 5000);
 		z->src = loop_remove(m->loop, z->src);
 		zombie_remains_remove(m, z->id);
 		zombie_free(z);
