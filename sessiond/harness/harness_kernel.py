@@ -277,6 +277,17 @@ def _adopt_shell(shell):
     shell.init_encoding()
 
 
+def _warm_up(shell):
+    """One silent cell before the first request. A fork of the kernel template shares the
+    template's pages until it writes them, and a first cell writes a great many (every
+    object it touches has its reference count changed): each is a copy-on-write fault.
+    Here they are taken while the sandbox waits in the pool, not in the first call. A
+    silent cell counts no execution and keeps no history."""
+    shell.run_cell("pass", store_history=False, silent=True)
+    # And the formatters a result goes through (a silent cell displays nothing).
+    shell.display_formatter.format(0)
+
+
 def main(shell=None):
     global _channel
     channel = _channel = Channel(take_control_fd(), _encode_reply)
@@ -285,6 +296,7 @@ def main(shell=None):
         shell = _make_shell()
     else:
         _adopt_shell(shell)
+    _warm_up(shell)
     # Like the REPL: modules in the current directory (the workspace) import.
     sys.path.insert(0, "")
     serve(channel, lambda line: _handle(shell, line), _flush_output)
