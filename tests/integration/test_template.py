@@ -11,6 +11,7 @@ preloaded.
 """
 
 import os
+import secrets
 import signal
 import time
 
@@ -263,6 +264,22 @@ def test_kernel_tier_comes_from_its_template(tstack, tclient):
     d = code.run("import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()")
     pngs = [o for o in outputs_of(d, "display_data") if "image/png" in o["data"]]
     assert len(pngs) == 1, d["outputs"]
+
+
+def test_kernel_tier_fork_starts_with_a_clean_history(tstack, tclient):
+    """A forked kernel runs a silent cell before its first request (to take the fork's
+    page copies early): the user's first cell is still In[1], with nothing else in the
+    shell's history or output cache."""
+    code = CodeClient(tstack)
+    wait_for(lambda: template_pids(tstack, "kernel"), "the kernel template")
+    sid = "fresh-" + secrets.token_hex(4)
+    try:
+        first = code.run("1+1", session_id=sid)
+        assert (first["status"], first["execution_count"]) == ("ok", 1), first
+        d = code.run("print(len(In), In[1], list(Out), _)", session_id=sid)
+        assert (d["stdout"], d["execution_count"]) == ("3 1+1 [1] 2\n", 2), d
+    finally:
+        code.delete(sid)
 
 
 def test_the_pool_is_made_again_from_the_template(stacks):
