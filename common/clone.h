@@ -26,6 +26,15 @@ static inline pid_t clone_pidfd(uint64_t flags, int *pidfd)
 	return (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
 }
 
+/* SIGKILL through a pidfd: a pid alone may have been reaped and used again meanwhile.
+ * 0, or -errno (-EBADF for -1). */
+static inline int pidfd_kill(int pidfd)
+{
+	if (pidfd < 0)
+		return -EBADF;
+	return syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0) < 0 ? -errno : 0;
+}
+
 /*
  * Run fn(arg) in a forked child and wait for it: the child's exit status (fn's return,
  * an errno or 0 by the callers' convention), -ECHILD when it did not exit, or -errno.

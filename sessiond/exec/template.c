@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "clone.h"
 #include "clock.h"
 #include "json.h"
 #include "list.h"
@@ -207,13 +208,6 @@ static pid_t pid_in_namespace(pid_t pid)
 		break;
 	}
 	return last;
-}
-
-/* SIGKILL through a pidfd: a pid alone may have been reaped and used again meanwhile. */
-static void pidfd_kill(int pidfd)
-{
-	if (pidfd >= 0)
-		syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
 }
 
 /* The template answered with the interpreter's host pid: attach it as init's would be. */

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "clone.h"
 #include "exec/exec.h"
 #include "lifecycle.h"
 #include "runtimes.h"
@@ -56,7 +57,7 @@ void adopt_remains_kill(Manager *m, const SessionRow *row)
 		close(pidfd);
 		return;
 	}
-	syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+	pidfd_kill(pidfd);
 	/* Its uid was never marked in this run: release nothing. */
 	zombie_add(m, row_rid(row), (uid_t)-1, pidfd);
 }

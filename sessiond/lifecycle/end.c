@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "clone.h"
 #include "exec/exec.h"
 #include "lifecycle.h"
 #include "log.h"
@@ -71,8 +72,7 @@ void session_destroy(Session *s, const char *why)
 	log_info("SESSION_ID=%s destroyed KILL_REASON=%s", s->id, why);
 	m->kills_by_reason[end_reason_index(why)]++;
 	run_abort(s, why);
-	if (s->sb.pidfd >= 0)
-		syscall(SYS_pidfd_send_signal, s->sb.pidfd, SIGKILL, NULL, 0);
+	pidfd_kill(s->sb.pidfd);
 	session_close_parts(s);
 	if (!s->pooled)
 		journal_note_delete(m, s->id);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "clone.h"
 #include "init/init_proto.h"
 #include "sandbox_internal.h"
 
@@ -22,11 +23,6 @@
 /* How long a build given up waits for the spawner's answer, which takes a clone's time. */
 #define SPAWNER_ANSWER_MS 1000
 
-static int pidfd_kill(int pidfd)
-{
-	return syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0) < 0 ? -errno : 0;
-}
-
 static bool limits_valid(const SandboxEnv *env, const SandboxLimits *l)
 {
 	return l && l->memory_bytes > 0 && l->pids > 0 && l->cpu_percent > 0 &&
@@ -34,12 +30,12 @@ static bool limits_valid(const SandboxEnv *env, const SandboxLimits *l)
 	       l->runtime <= env->n_runtimes;
 }
 
-/* Wait up to timeout_ms for the child to exec (EOF on the sync socket) or report a
- * failed step; -EAGAIN if it is still setting up when the time is up. */
 /* How the last child seen to die before its exec ended (si_code, si_status), for the
  * error. */
 static int died_code, died_status;
 
+/* Wait up to timeout_ms for the child to exec (EOF on the sync socket) or report a
+ * failed step; -EAGAIN if it is still setting up when the time is up. */
 static int wait_for_child_from_parent(int sync_fd, int pidfd, int timeout_ms, unsigned *step)
 {
 	struct pollfd p = { .fd = sync_fd, .events = POLLIN };

@@ -203,9 +203,8 @@ static void serve(SandboxEnv *env, struct spawn_request *req, int fds[REQ_FDS])
 		child_main(a);
 	/* A daemon that gave up on the build before our answer cannot kill the child: we do,
 	 * before it makes more than it may have made already. */
-	if (!send_reply(fds[REQ_FD_SYNC], pid > 0 ? pid : 0, pid < 0 ? errno : 0, pidfd) &&
-	    pidfd >= 0)
-		(void)syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+	if (!send_reply(fds[REQ_FD_SYNC], pid > 0 ? pid : 0, pid < 0 ? errno : 0, pidfd))
+		(void)pidfd_kill(pidfd);
 	/* The child has its copies: ours would hide from the daemon that it exec'd. */
 	close_all(fds, REQ_FDS);
 	safe_close(pidfd);
@@ -308,7 +307,7 @@ void spawner_stop(SandboxEnv *env, bool wait)
 	if (env->spawner.pidfd >= 0) {
 		siginfo_t si;
 
-		(void)syscall(SYS_pidfd_send_signal, env->spawner.pidfd, SIGKILL, NULL, 0);
+		(void)pidfd_kill(env->spawner.pidfd);
 		/* Not on the loop: a spawner in the middle of a clone may take a while to die,
 		 * and the daemon's SIGCHLD handler reaps it. ECHILD: that handler was first. */
 		while (wait && waitid(P_PIDFD, env->spawner.pidfd, &si, WEXITED) < 0 &&
