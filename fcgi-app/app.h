@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <unistd.h>
 
 #include <fcgiapp.h>
 
@@ -31,6 +32,7 @@ typedef struct Worker {
 	pthread_t thread;  /* the thread */
 	SessiondClient sd; /* this thread's sessiond connection */
 	FCGX_Request req;  /* libfcgi's request state; keeps a kept-alive connection */
+	int release_fd;	   /* closed once the request is finished (worker_release_later) */
 } Worker;
 
 /* One request as handlers see it. */
@@ -41,3 +43,15 @@ struct ReqCtx {
 	RouteMatch match;   /* route and decoded session id */
 	const char *tenant; /* the tenant header's value, NULL when none */
 };
+
+/*
+ * Close fd (if >= 0) once the request is finished and its answer is out: its last close
+ * may take a while, as when it is the last reference to a replaced file, whose data is
+ * freed then.
+ */
+static inline void worker_release_later(Worker *w, int fd)
+{
+	if (w->release_fd >= 0)
+		close(w->release_fd);
+	w->release_fd = fd;
+}

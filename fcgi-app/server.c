@@ -163,6 +163,7 @@ static void *worker_main(void *arg)
 		 * (probe.c) closes every descriptor above stderr as it starts instead. */
 		serve(w);
 		FCGX_Finish_r(&w->req);
+		worker_release_later(w, -1);
 	}
 	if (w->req.ipcFd >= 0)
 		FCGX_Free(&w->req, 1);
@@ -231,6 +232,7 @@ int server_run(App *app)
 
 		w->app = app;
 		w->id = (unsigned)started;
+		w->release_fd = -1;
 		r = sessiond_client_init(&w->sd, cfg->runtime_dir, cfg->exec_timeout_max + 120);
 		if (r < 0)
 			break;

@@ -16,7 +16,6 @@
 #include "json.h"
 #include "log.h"
 
-#define CHUNK (64 * 1024)
 #define PUT_SLACK (64 * 1024) /* multipart framing allowed beyond put_max_bytes */
 #define PUT_MAX_PARTS 1000
 #define PUT_MAX_HEADER 8192
@@ -407,6 +406,8 @@ static void put_commit(ReqCtx *rq, const char *path, int64_t size)
 			put_abort(rq);
 		return;
 	}
+	/* The file this one replaced, if any: its data is freed as this reference goes. */
+	worker_release_later(rq->w, TAKE_FD(rep.fd));
 	out = json_object_new_object();
 	if (!out || json_copy_field(out, rep.obj, "path") < 0 ||
 	    json_copy_field(out, rep.obj, "size_bytes") < 0) {

@@ -50,10 +50,13 @@
  * nothing, and each would make the host's file system commit (sandboxed code calling
  * fsync in a loop could keep the host's disk busy). No discard: freeing blocks would wait
  * on the host's file system for each deleted file; the image keeps at most its peak use,
- * within workspace_bytes, and all of it goes when the session ends. errors=remount-ro: a
- * write the host cannot store (its file system full) stops the workspace, not the host.
+ * within workspace_bytes, and all of it goes when the session ends. noauto_da_alloc: for
+ * the same reason, replacing a file by rename (as PutFile does) need not start writing the
+ * new file out in the renaming process: that was half of a 100 MiB PutFile's commit, in
+ * sessiond's loop. errors=remount-ro: a write the host cannot store (its file system
+ * full) stops the workspace, not the host.
  */
-#define WS_MOUNT_OPTS "noinit_itable,nobarrier,errors=remount-ro"
+#define WS_MOUNT_OPTS "noinit_itable,nobarrier,noauto_da_alloc,errors=remount-ro"
 #define WS_PROBE_DIR ".disk-probe"
 /* How often a spawn may try again to make a template that could not be made. */
 #define WS_RETRY_MS 2000

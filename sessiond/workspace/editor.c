@@ -421,7 +421,7 @@ static int write_text(EditorReq *q, const char *data, size_t len, mode_t mode)
 		return r;
 	if (mode != 0644 && fchmod(fd, mode & 0777) < 0)
 		return -errno;
-	return wsfs_commit(q->ws_fd, fd, q->rel, q->uid, q->gid);
+	return wsfs_commit(q->ws_fd, fd, q->rel, q->uid, q->gid, NULL);
 }
 
 /* Lines of a text: as many as '\n', plus one for an unterminated last line. */

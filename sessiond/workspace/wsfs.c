@@ -325,14 +325,16 @@ static int link_tmpfile(int tmp_fd, int dfd, char *name, size_t len)
 	return -EEXIST;
 }
 
-int wsfs_commit(int ws_fd, int tmp_fd, const char *rel, uid_t uid, gid_t gid)
+int wsfs_commit(int ws_fd, int tmp_fd, const char *rel, uid_t uid, gid_t gid, int *replaced)
 {
 	char dir[PATH_MAX], tmpname[32];
 	const char *base;
-	_cleanup_close_ int dfd = -1;
+	_cleanup_close_ int dfd = -1, old = -1;
 	struct stat st;
 	int r;
 
+	if (replaced)
+		*replaced = -1;
 	r = split_parent(rel, dir, sizeof(dir), &base);
 	if (r < 0)
 		return r;
@@ -355,6 +357,10 @@ int wsfs_commit(int ws_fd, int tmp_fd, const char *rel, uid_t uid, gid_t gid)
 			return -EISDIR;
 		if (S_ISLNK(st.st_mode))
 			return -ELOOP;
+		/* Whatever the name holds when renameat() runs is what goes; should it have
+		 * been swapped meanwhile, this only holds some other file a little longer. */
+		if (replaced)
+			old = openat(dfd, base, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	} else if (errno != ENOENT) {
 		return -errno;
 	}
@@ -367,6 +373,8 @@ int wsfs_commit(int ws_fd, int tmp_fd, const char *rel, uid_t uid, gid_t gid)
 		(void)unlinkat(dfd, tmpname, 0);
 		return r;
 	}
+	if (replaced)
+		*replaced = TAKE_FD(old);
 	return 0;
 }
 

@@ -41,9 +41,13 @@ int wsfs_open_read(int ws_fd, const char *rel, struct stat *st);
 /* An unnamed file (O_TMPFILE) in the workspace, owned by uid:gid, mode 0644, for writing. */
 int wsfs_open_tmp(int ws_fd, uid_t uid, gid_t gid);
 
-/* Give tmp_fd the name rel (replacing a file there), making parents owned by uid:gid.
- * -EISDIR when rel is a directory. */
-int wsfs_commit(int ws_fd, int tmp_fd, const char *rel, uid_t uid, gid_t gid);
+/*
+ * Give tmp_fd the name rel (replacing a file there), making parents owned by uid:gid.
+ * -EISDIR when rel is a directory. With replaced, *replaced is a reference (O_PATH) to the
+ * file that was replaced, or -1: its data is freed when that goes, where the caller
+ * chooses, not in the rename (for a large file, milliseconds of the kernel's time).
+ */
+int wsfs_commit(int ws_fd, int tmp_fd, const char *rel, uid_t uid, gid_t gid, int *replaced);
 
 /* Make the directories of rel (not its last component) as uid:gid. */
 int wsfs_mkdirs(int ws_fd, const char *rel, uid_t uid, gid_t gid);

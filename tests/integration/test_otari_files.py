@@ -65,6 +65,25 @@ def test_put_overwrites_and_makes_parents(client, sid):
     assert listing(client, sid)["a/b/c/f.txt"]["size_bytes"] == 6
 
 
+def test_overwriting_frees_what_it_replaced(client, sid):
+    """The file a PutFile replaces is freed, once its answer is out, not kept by anyone."""
+    used = ("import os\ns = os.statvfs('.')\n"
+            "print((s.f_blocks - s.f_bfree) * s.f_frsize)")
+    before = int(client.run(sid, used).stdout)
+    data = os.urandom(8 * MiB)
+    for _ in range(6):
+        put_ok(client, sid, data, path="over.bin")
+    deadline = time.monotonic() + 5
+    while True:
+        grown = int(client.run(sid, used).stdout) - before
+        if grown < 12 * MiB or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    # One copy (8 MiB) and metadata; each replaced copy kept would add 8 MiB more.
+    assert 8 * MiB <= grown < 12 * MiB, grown
+    assert client.get_file(sid, "over.bin").content == data
+
+
 def test_put_empty_file_and_odd_names(client, sid):
     put_ok(client, sid, b"", path="empty")
     assert client.get_file(sid, "empty").content == b""

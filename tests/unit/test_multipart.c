@@ -440,6 +440,56 @@ static void test_binary_data_arrives_in_one_piece_per_feed(void)
 	}
 }
 
+/*
+ * A boundary as long as clients make them (curl's is 40 characters), in data of every byte
+ * value holding each proper prefix of the delimiter and the whole delimiter followed by a
+ * byte that makes it data: the file comes out whole at every chunk size, a prefix cut by
+ * each chunk's end included.
+ */
+static void test_long_boundary_prefixes_at_any_cut(void)
+{
+	static struct transcript t;
+	static char body[8192], expect[8192];
+	static const char boundary[] = "------------------------d74496d66958873e";
+	static const char head[] =
+		"--------------------------d74496d66958873e\r\n"
+		"Content-Disposition: form-data; name=\"f\"; filename=\"b\"\r\n\r\n";
+	char delim[64];
+	size_t dlen = (size_t)snprintf(delim, sizeof(delim), "\r\n--%s", boundary);
+	size_t hl = strlen(head), len = hl, flen;
+
+	memcpy(body, head, hl);
+	srand(777);
+	for (size_t k = 1; k <= dlen; k++) {
+		for (int i = 0; i < 20; i++)
+			body[len++] = (char)(rand() % 256);
+		/* Each proper prefix, then the whole delimiter with "x" after it: data too. */
+		memcpy(body + len, delim, k);
+		len += k;
+		if (k == dlen)
+			body[len++] = 'x';
+	}
+	flen = len - hl;
+	memcpy(expect, "[f|b]", 5);
+	memcpy(expect + 5, body + hl, flen);
+	memcpy(expect + 5 + flen, "{end}", 5);
+	len += (size_t)snprintf(body + len, sizeof(body) - len, "%s--\r\n", delim);
+
+	for (size_t n = 1; n <= len; n++) {
+		size_t chunks[1] = { n };
+		int r = run(boundary, body, len, chunks, 1, &t, 1000, 8192);
+
+		if (r != 0 || t.len != flen + 10 || memcmp(t.buf, expect, t.len) != 0) {
+			CHECK_EQ_INT(r, 0);
+			CHECK_EQ_INT(t.len, flen + 10);
+			CHECK(memcmp(t.buf, expect, flen + 10) == 0);
+			fprintf(stderr, "  in chunks of %zu bytes\n", n);
+			return;
+		}
+	}
+	passed++;
+}
+
 int main(void)
 {
 	test_parser_new_refuses_empty_and_cr_boundaries();
@@ -450,5 +500,6 @@ int main(void)
 	test_boundary_comes_from_a_form_data_content_type();
 	test_garbage_gives_errors_never_crashes();
 	test_binary_data_arrives_in_one_piece_per_feed();
+	test_long_boundary_prefixes_at_any_cut();
 	return unit_summary();
 }

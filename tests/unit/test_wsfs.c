@@ -230,7 +230,7 @@ static int commit(const char *rel, const char *content)
 
 	if (fd < 0)
 		return fd;
-	return wsfs_commit(ws_fd, fd, rel, UID, GID);
+	return wsfs_commit(ws_fd, fd, rel, UID, GID, NULL);
 }
 
 static bool owned_with_mode(const char *rel, mode_t mode)
@@ -331,6 +331,51 @@ static void test_commit_replaces_by_rename_and_stays_inside(void)
 
 	CHECK(no_leftovers("."));
 	CHECK(no_leftovers("sub"));
+}
+
+/*
+ * A commit over a file hands back a reference to the file it replaced, whose data is freed
+ * only as that goes; over nothing, it hands back none.
+ */
+static void test_commit_hands_back_the_file_it_replaced(void)
+{
+	_cleanup_close_ int fd = tmp_with("second"), again = -1;
+	char p[PATH_MAX], proc[64], back[16] = "";
+	int replaced = 7;
+	struct stat old, st;
+
+	CHECK_EQ_INT(commit("kept.bin", "first version"), 0);
+	path_of(p, sizeof(p), "kept.bin");
+	CHECK_EQ_INT(stat(p, &old), 0);
+
+	CHECK_EQ_INT(wsfs_commit(ws_fd, fd, "kept.bin", UID, GID, &replaced), 0);
+	CHECK(read_is("kept.bin", "second"));
+	CHECK_GE_INT(replaced, 0);
+	CHECK_EQ_INT(fstat(replaced, &st), 0);
+	CHECK_EQ_INT(st.st_ino, old.st_ino);
+	CHECK_EQ_INT(st.st_nlink, 0);
+	CHECK_EQ_INT(st.st_size, 13);
+	/* Still whole until the reference goes. */
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", replaced);
+	again = open(proc, O_RDONLY | O_CLOEXEC);
+	CHECK_GE_INT(again, 0);
+	CHECK_EQ_INT(read(again, back, sizeof(back) - 1), 13);
+	CHECK_EQ_STR(back, "first version");
+	close(replaced);
+
+	replaced = 7;
+	fd = safe_close(fd);
+	fd = tmp_with("fresh");
+	CHECK_EQ_INT(wsfs_commit(ws_fd, fd, "brand_new.bin", UID, GID, &replaced), 0);
+	CHECK_EQ_INT(replaced, -1);
+	replaced = 7;
+	CHECK_EQ_INT(wsfs_commit(ws_fd, fd, "sub", UID, GID, &replaced), -EISDIR);
+	CHECK_EQ_INT(replaced, -1);
+	CHECK(no_leftovers("."));
+	path_of(p, sizeof(p), "kept.bin");
+	unlink(p);
+	path_of(p, sizeof(p), "brand_new.bin");
+	unlink(p);
 }
 
 /*
@@ -757,6 +802,7 @@ int main(void)
 	test_open_read_stays_inside_the_workspace();
 	test_commit_replaces_by_rename_and_stays_inside();
 	test_commit_works_without_cap_dac_read_search();
+	test_commit_hands_back_the_file_it_replaced();
 	test_list_skips_symlinks_and_fifos_and_truncates_at_max();
 	test_changed_since_reports_each_new_version();
 	test_walk_reads_on_after_subdirectories_and_across_reads();
