@@ -30,13 +30,16 @@ static bool limits_valid(const SandboxEnv *env, const SandboxLimits *l)
 	       l->runtime <= env->n_runtimes;
 }
 
-/* How the last child seen to die before its exec ended (si_code, si_status), for the
- * error. */
-static int died_code, died_status;
+/* Where a spawn stopped, for its error: the step, and for a child that died before its
+ * exec, how (si_code and si_status; code 0 when its exit was not seen yet). */
+typedef struct SpawnStop {
+	unsigned step;
+	int died_code, died_status;
+} SpawnStop;
 
 /* Wait up to timeout_ms for the child to exec (EOF on the sync socket) or report a
- * failed step; -EAGAIN if it is still setting up when the time is up. */
-static int wait_for_child_from_parent(int sync_fd, int pidfd, int timeout_ms, unsigned *step)
+ * failed step (into stop); -EAGAIN if it is still setting up when the time is up. */
+static int wait_for_child_from_parent(int sync_fd, int pidfd, int timeout_ms, SpawnStop *stop)
 {
 	struct pollfd p = { .fd = sync_fd, .events = POLLIN };
 	struct child_failure f;
@@ -61,16 +64,14 @@ static int wait_for_child_from_parent(int sync_fd, int pidfd, int timeout_ms, un
 	if (n < 0)
 		return -errno;
 	if (n == sizeof(f)) {
-		*step = f.step < STEP_MAX ? f.step : STEP_NONE;
+		stop->step = f.step < STEP_MAX ? f.step : STEP_NONE;
 		return f.err > 0 ? -f.err : -EIO;
 	}
 	/* EOF: exec closed the child's end, or the child died without a word. */
 	if (waitid(P_PIDFD, pidfd, &si, WEXITED | WNOHANG | WNOWAIT) < 0)
 		return -errno;
 	if (si.si_pid != 0) {
-		*step = STEP_CHILD_DIED;
-		died_code = si.si_code;
-		died_status = si.si_status;
+		*stop = (SpawnStop){ STEP_CHILD_DIED, si.si_code, si.si_status };
 		return -ECHILD;
 	}
 	return 0;
@@ -85,10 +86,12 @@ static bool workspace_maybe_made(unsigned step)
 	       step == STEP_CHILD_DIED;
 }
 
-/* Kill the child, wait for it, remove its cgroup and workspace; step and r say why (for
+/* Kill the child, wait for it, remove its cgroup and workspace; stop and r say why (for
  * the error). */
-static void spawn_undo(SandboxEnv *env, const char *id, int pidfd, unsigned step, int r)
+static void spawn_undo(SandboxEnv *env, const char *id, int pidfd, const SpawnStop *stop, int r)
 {
+	unsigned step = stop->step;
+
 	if (pidfd >= 0) {
 		siginfo_t si;
 
@@ -100,10 +103,12 @@ static void spawn_undo(SandboxEnv *env, const char *id, int pidfd, unsigned step
 	sandbox_cgroup_remove_wait(env, id, 100, 1);
 	if (workspace_maybe_made(step))
 		workspace_destroy(env, id);
-	if (step == STEP_CHILD_DIED && died_code == CLD_EXITED)
-		sandbox_set_error("%s (exit status %d)", sandbox_step_name(step), died_status);
-	else if (step == STEP_CHILD_DIED && (died_code == CLD_KILLED || died_code == CLD_DUMPED))
-		sandbox_set_error("%s (signal %d)", sandbox_step_name(step), died_status);
+	if (step == STEP_CHILD_DIED && stop->died_code == CLD_EXITED)
+		sandbox_set_error("%s (exit status %d)", sandbox_step_name(step),
+				  stop->died_status);
+	else if (step == STEP_CHILD_DIED &&
+		 (stop->died_code == CLD_KILLED || stop->died_code == CLD_DUMPED))
+		sandbox_set_error("%s (signal %d)", sandbox_step_name(step), stop->died_status);
 	else
 		sandbox_set_error("%s: %s", sandbox_step_name(step), strerror(-r));
 }
@@ -113,7 +118,7 @@ int sandbox_spawn_start(SandboxEnv *env, const char *id, uid_t uid, gid_t gid,
 {
 	struct child_args a = { 0 };
 	_cleanup_close_ int ctl_parent = -1, ctl_child = -1, sync_parent = -1, sync_child = -1;
-	unsigned step = STEP_PREPARE;
+	SpawnStop stop = { .step = STEP_PREPARE };
 	int sp[2], r;
 
 	sandbox_set_error("%s", ""); /* what follows is this spawn's error, if any */
@@ -141,11 +146,11 @@ int sandbox_spawn_start(SandboxEnv *env, const char *id, uid_t uid, gid_t gid,
 	a.seccomp_prog = &env->seccomp_prog;
 	r = mount_prepare_from_parent(env, id, &a);
 	if (r < 0) {
-		sandbox_set_error("%s: %s", sandbox_step_name(step), strerror(-r));
+		sandbox_set_error("%s: %s", sandbox_step_name(stop.step), strerror(-r));
 		return r;
 	}
 
-	step = STEP_SOCKETS;
+	stop.step = STEP_SOCKETS;
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
 		r = -errno;
 		goto undo;
@@ -162,7 +167,7 @@ int sandbox_spawn_start(SandboxEnv *env, const char *id, uid_t uid, gid_t gid,
 	a.ctl_child_fd = ctl_child;
 	a.ctl_parent_fd = ctl_parent;
 
-	step = STEP_CLONE;
+	stop.step = STEP_CLONE;
 	a.net_in_child = !(env->egress && limits->egress);
 	r = spawner_request(env, &a, CLONE_NEWPID | (a.net_in_child ? 0 : CLONE_NEWNET));
 	if (r < 0)
@@ -176,12 +181,12 @@ int sandbox_spawn_start(SandboxEnv *env, const char *id, uid_t uid, gid_t gid,
 	return 0;
 
 undo:
-	spawn_undo(env, id, -1, step, r);
+	spawn_undo(env, id, -1, &stop, r);
 	return r;
 }
 
 /* A pending spawn that will not finish: the child killed, p's fds closed. */
-static void pending_undo(SandboxEnv *env, SandboxPending *p, unsigned step, int r)
+static void pending_undo(SandboxEnv *env, SandboxPending *p, const SpawnStop *stop, int r)
 {
 	/*
 	 * A child may be cloned whose pid we have not read yet: wait a moment for the
@@ -194,7 +199,7 @@ static void pending_undo(SandboxEnv *env, SandboxPending *p, unsigned step, int 
 	    spawner_reply(p->sync_fd, SPAWNER_ANSWER_MS, &p->pid, &p->pidfd) == -EINPROGRESS)
 		spawner_stop(env, false);
 	p->sync_fd = safe_close(p->sync_fd);
-	spawn_undo(env, p->id, p->pidfd, step, r);
+	spawn_undo(env, p->id, p->pidfd, stop, r);
 	p->pidfd = safe_close(p->pidfd);
 	p->ctl_fd = safe_close(p->ctl_fd);
 }
@@ -206,7 +211,7 @@ static void pending_undo(SandboxEnv *env, SandboxPending *p, unsigned step, int 
  */
 static int spawn_release(SandboxEnv *env, SandboxPending *p, int timeout_ms)
 {
-	unsigned step = STEP_CLONE;
+	SpawnStop stop = { .step = STEP_CLONE };
 	int r = spawner_reply(p->sync_fd, timeout_ms, &p->pid, &p->pidfd);
 
 	if (r == -EINPROGRESS && timeout_ms == 0)
@@ -217,17 +222,17 @@ static int spawn_release(SandboxEnv *env, SandboxPending *p, int timeout_ms)
 	if (r < 0)
 		goto undo;
 	/* Meanwhile the child makes its cgroup and namespaces (its netns too without egress). */
-	step = STEP_NETNS;
+	stop.step = STEP_NETNS;
 	r = p->net_in_child ? 0 : netns_setup_from_parent(env, p->pidfd, p->pid);
 	if (r < 0)
 		goto undo;
-	step = STEP_RELEASE_CHILD;
+	stop.step = STEP_RELEASE_CHILD;
 	if (send(p->sync_fd, "g", 1, MSG_NOSIGNAL) != 1) {
 		r = -errno;
 		/* The child died before it read it (a failed step waits for the "g"). */
 		if (r == -EPIPE || r == -ECONNRESET) {
 			int w = wait_for_child_from_parent(p->sync_fd, p->pidfd, SPAWN_TIMEOUT_MS,
-							   &step);
+							   &stop);
 
 			r = w < 0 ? w : r;
 		}
@@ -237,7 +242,7 @@ static int spawn_release(SandboxEnv *env, SandboxPending *p, int timeout_ms)
 	return 0;
 
 undo:
-	pending_undo(env, p, step, r);
+	pending_undo(env, p, &stop, r);
 	return r;
 }
 
@@ -258,7 +263,7 @@ static bool child_is_init(const SandboxEnv *env, pid_t pid)
 
 int sandbox_spawn_finish(SandboxEnv *env, SandboxPending *p, bool wait, Sandbox *ret)
 {
-	unsigned step = STEP_RELEASE_CHILD;
+	SpawnStop stop = { .step = STEP_RELEASE_CHILD };
 	int r;
 
 	if (!p->released) {
@@ -266,18 +271,17 @@ int sandbox_spawn_finish(SandboxEnv *env, SandboxPending *p, bool wait, Sandbox 
 		if (r < 0 || !wait)
 			return r < 0 ? r : -EAGAIN; /* let go: its exec or failure comes next */
 	}
-	r = wait_for_child_from_parent(p->sync_fd, p->pidfd, wait ? SPAWN_TIMEOUT_MS : 0, &step);
+	r = wait_for_child_from_parent(p->sync_fd, p->pidfd, wait ? SPAWN_TIMEOUT_MS : 0, &stop);
 	if (r == -EAGAIN && !wait)
 		return r; /* still setting up: p is untouched */
 	if (r == -EAGAIN)
 		r = -ETIMEDOUT;
 	if (r == 0 && !child_is_init(env, p->pid)) {
 		r = -ECHILD;
-		step = STEP_CHILD_DIED;
-		died_code = 0; /* its exit not seen yet */
+		stop = (SpawnStop){ .step = STEP_CHILD_DIED }; /* its exit not seen yet */
 	}
 	if (r < 0) {
-		pending_undo(env, p, step, r);
+		pending_undo(env, p, &stop, r);
 		return r;
 	}
 	p->sync_fd = safe_close(p->sync_fd);
@@ -291,7 +295,7 @@ int sandbox_spawn_finish(SandboxEnv *env, SandboxPending *p, bool wait, Sandbox 
 
 void sandbox_spawn_abort(SandboxEnv *env, SandboxPending *p)
 {
-	pending_undo(env, p, STEP_RELEASE_CHILD, -ECANCELED);
+	pending_undo(env, p, &(SpawnStop){ .step = STEP_RELEASE_CHILD }, -ECANCELED);
 }
 
 int sandbox_spawn(SandboxEnv *env, const char *id, uid_t uid, gid_t gid,
