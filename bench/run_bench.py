@@ -1179,9 +1179,14 @@ class Bench:
                      target=">= 0.5x cat", errors=0)
         self.add_row(row="5a", what="  peer: nginx static file GET", unit="MiB/s", n=a.file_rounds,
                      median=med["static"], p99=None)
+        # Each round's upload and its peer's run back to back: their ratio, round by round,
+        # moves less with the machine's drift than the ratio of the two medians.
+        paired = sorted(p / r for p, r in zip(res["put"], res["relay_put"]))
         self.add_row(row="5b", what="  peer: same upload to fcgi_fixed (reads, discards)", unit="MiB/s",
                      n=a.file_rounds, median=med["relay_put"], p99=None,
-                     note=f"PutFile / this = {med['put'] / med['relay_put']:.2f}")
+                     note=f"PutFile / this = {med['put'] / med['relay_put']:.2f} (medians), "
+                          f"{paired[len(paired) // 2]:.2f} (median of the rounds' ratios, "
+                          f"{paired[0]:.2f} to {paired[-1]:.2f})")
         per = {k: {w: v / a.file_rounds * 1e3 for w, v in c.items()} for k, c in cpu.items()}
         self.extra["files"]["cpu_ms_per_put"] = per
         for what, w, peer in (("paddock-fcgi", "worker", "fcgi_fixed"), ("nginx", "nginx", "nginx (relay)")):
@@ -1580,7 +1585,7 @@ def main():
     ap.add_argument("--density", type=int, default=200, help="row 4: idle Python sessions")
     ap.add_argument("--density-timeout", type=int, default=600)
     ap.add_argument("--file-mib", type=int, default=100)
-    ap.add_argument("--file-rounds", type=int, default=5)
+    ap.add_argument("--file-rounds", type=int, default=9)
     ap.add_argument("--cg-execs", type=int, default=50, help="row 6: execs under callgrind")
     ap.add_argument("--ws-mib", type=int, default=256, help="row 8: MiB written and read")
     ap.add_argument("--ws-rounds", type=int, default=3, help="row 8: rounds")
