@@ -258,14 +258,19 @@ static json_object *take_content(json_object *args, char **data, size_t *len)
 	return NULL;
 }
 
-/* Drop the pending upload; sessiond may have dropped it already. */
-static void put_abort(McpCall *c)
+/* Drop the pending upload (sessiond may have dropped it already). True when sessiond says
+ * the upload's session has ended. */
+static bool put_abort(McpCall *c)
 {
 	_cleanup_json_ json_object *req = mcp_sd_request(c, "put_abort");
 	SessiondReply rep;
+	bool ended = false;
 
-	if (req && sessiond_call(&c->rq->w->sd, req, SESSIOND_RETRY_NEVER, &rep) == 0)
+	if (req && sessiond_call(&c->rq->w->sd, req, SESSIOND_RETRY_NEVER, &rep) == 0) {
+		ended = !rep.ok && mcp_session_gone(&rep);
 		sessiond_reply_clear(&rep);
+	}
+	return ended;
 }
 
 /* Commit the upload the connection holds to path: the result, or NULL after answering a
@@ -324,7 +329,11 @@ static int put_upload(McpCall *c, const char *data, size_t len, json_object **re
 	r = fd < 0 ? -EBADF : io_write_all(fd, data, len);
 	if (r == 0)
 		return 0;
-	put_abort(c);
+	if (put_abort(c)) {
+		/* Its workspace, shut down as the session ended, failed the write. */
+		mcp_session_ended(c);
+		return -1;
+	}
 	if (r == -ENOSPC || r == -EDQUOT || r == -EFBIG) {
 		*result = mcp_tool_error("the session workspace is full");
 	} else {

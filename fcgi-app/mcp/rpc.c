@@ -210,6 +210,14 @@ static void answer_failure(McpCall *c, int status, int code, json_object *data, 
 	}
 }
 
+void mcp_session_ended(McpCall *c)
+{
+	/* The transport's rule: a session that has ended is 404, and the client initializes
+	 * a new one. */
+	mcp_http_error(c->rq, 404, c->id, RPC_INVALID_REQUEST, NULL,
+		       "the MCP session has ended (or never was); initialize a new one");
+}
+
 void mcp_sd_fail(McpCall *c, int r, const SessiondReply *rep)
 {
 	ReqCtx *rq = c->rq;
@@ -226,10 +234,7 @@ void mcp_sd_fail(McpCall *c, int r, const SessiondReply *rep)
 		return;
 	}
 	if (rep->kind && strcmp(rep->kind, "not_found") == 0) {
-		/* The transport's rule: a session that has ended is 404, and the client
-		 * initializes a new one. */
-		mcp_http_error(rq, 404, c->id, RPC_INVALID_REQUEST, NULL,
-			       "the MCP session has ended (or never was); initialize a new one");
+		mcp_session_ended(c);
 		return;
 	}
 	if (rep->kind && (strcmp(rep->kind, "capacity") == 0 || strcmp(rep->kind, "limit") == 0 ||

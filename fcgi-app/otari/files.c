@@ -376,14 +376,19 @@ static const char *put_path(ReqCtx *rq, struct upload *u)
 	return path;
 }
 
-/* Drop the pending upload; sessiond may have dropped it already, so the answer is ignored. */
-static void put_abort(ReqCtx *rq)
+/* Drop the pending upload (sessiond may have dropped it already). True when sessiond says
+ * the upload's session has ended: then that, not the write that failed, is the answer. */
+static bool put_abort(ReqCtx *rq)
 {
 	_cleanup_json_ json_object *req = otari_sd_request(rq, "put_abort");
 	SessiondReply rep;
+	bool ended = false;
 
-	if (req && sessiond_call(&rq->w->sd, req, SESSIOND_RETRY_NEVER, &rep) == 0)
+	if (req && sessiond_call(&rq->w->sd, req, SESSIOND_RETRY_NEVER, &rep) == 0) {
+		ended = !rep.ok && rep.kind && strcmp(rep.kind, "not_found") == 0;
 		sessiond_reply_clear(&rep);
+	}
+	return ended;
 }
 
 static void put_commit(ReqCtx *rq, const char *path, int64_t size)
@@ -470,8 +475,10 @@ void otari_put(ReqCtx *rq)
 	free(u.wbuf);
 	u.fd = safe_close(u.fd);
 	if (r < 0) {
-		put_abort(rq);
-		put_error(rq, r);
+		if (put_abort(rq))
+			http_error(&rq->http, 404, NULL, "the session was destroyed");
+		else
+			put_error(rq, r);
 	} else if (!u.have_file) {
 		put_abort(rq);
 		http_error(&rq->http, 422, NULL, "the form has no file part");

@@ -195,11 +195,17 @@ void op_put_commit(Manager *m, Conn *c, const Request *rq)
 	conn_reply(c, o, &replaced, replaced >= 0 ? 1 : 0);
 }
 
+/* Dropped either way; "not_found" tells the worker that the upload failed because its
+ * session ended meanwhile (its workspace, shut down, fails every write with EIO). */
 void op_put_abort(Manager *m, Conn *c, const Request *rq)
 {
+	Upload *u = conn_get_data(c);
+	bool ended = u && !session_find(m, u->session_id, u->tenant);
+
 	(void)rq;
 	upload_drop(m, c);
-	conn_reply(c, reply_ok(), NULL, 0);
+	conn_reply(c, ended ? reply_error("not_found", "the session was destroyed") : reply_ok(),
+		   NULL, 0);
 }
 
 void op_edit(Manager *m, Conn *c, const Request *rq)

@@ -84,6 +84,35 @@ def test_overwriting_frees_what_it_replaced(client, sid):
     assert client.get_file(sid, "over.bin").content == data
 
 
+def test_an_upload_whose_session_ends_is_told_so(stack, client):
+    """A session destroyed while its upload streams in: the worker's writes fail (the
+    workspace is shut down), and sessiond says why when the upload is dropped, so the
+    client gets 404, not a 400 about its body."""
+    from proto_client import SessiondClient
+    sd = SessiondClient(os.path.join(stack.run_dir, "sessiond.sock"), timeout=30)
+    try:
+        kept = client.new_session()
+        rep, fds = sd.call({"op": "put", "session_id": kept})
+        assert rep["ok"] and len(fds) == 1, rep
+        os.write(fds[0], b"x" * 4096)
+        os.close(fds[0])
+        rep, _ = sd.call({"op": "put_abort"})
+        assert rep["ok"], rep   # its session lives: a plain drop
+
+        gone = client.new_session()
+        rep, fds = sd.call({"op": "put", "session_id": gone})
+        assert rep["ok"] and len(fds) == 1, rep
+        os.write(fds[0], b"x" * 4096)
+        assert client.destroy(gone).status_code == 204
+        os.close(fds[0])
+        rep, _ = sd.call({"op": "put_abort"})
+        assert not rep["ok"] and rep["error"] == "not_found", rep
+        assert rep["detail"] == "the session was destroyed", rep
+        client.destroy(kept)
+    finally:
+        sd.close()
+
+
 def test_put_empty_file_and_odd_names(client, sid):
     put_ok(client, sid, b"", path="empty")
     assert client.get_file(sid, "empty").content == b""
