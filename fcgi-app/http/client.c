@@ -255,6 +255,14 @@ int sessiond_kind_status(const char *kind)
 	return 500;
 }
 
+bool sessiond_session_gone(const SessiondReply *rep)
+{
+	const char *d = rep->detail ? rep->detail : "";
+
+	return !rep->ok && rep->kind && strcmp(rep->kind, "not_found") == 0 &&
+	       (strcmp(d, "unknown session") == 0 || strcmp(d, "the session was destroyed") == 0);
+}
+
 json_object *sessiond_request_new(const char *op, const char *request_id, const char *tenant,
 				  const char *session_id)
 {

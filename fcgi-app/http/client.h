@@ -107,3 +107,6 @@ json_object *sessiond_request_new(const char *op, const char *request_id, const 
 
 /* The HTTP status for a sessiond error kind (docs/internal-protocol.md); 500 if unknown. */
 int sessiond_kind_status(const char *kind);
+/* Whether a refusal says the session has ended (or never was), not that a file in it is
+ * missing. */
+bool sessiond_session_gone(const SessiondReply *rep);

@@ -288,7 +288,7 @@ json_object *mcp_sd_refusal(const SessiondReply *rep)
 {
 	/* A missing file or directory is the model's to fix; a missing session is not. */
 	if (rep && !rep->ok && rep->kind && strcmp(rep->kind, "not_found") == 0 &&
-	    !mcp_session_gone(rep))
+	    !sessiond_session_gone(rep))
 		return mcp_tool_error("%s", rep->detail && *rep->detail ?
 						    rep->detail :
 						    "no such file or directory");

@@ -267,7 +267,7 @@ static bool put_abort(McpCall *c)
 	bool ended = false;
 
 	if (req && sessiond_call(&c->rq->w->sd, req, SESSIOND_RETRY_NEVER, &rep) == 0) {
-		ended = !rep.ok && mcp_session_gone(&rep);
+		ended = sessiond_session_gone(&rep);
 		sessiond_reply_clear(&rep);
 	}
 	return ended;

@@ -124,8 +124,6 @@ void mcp_http_error(ReqCtx *rq, int status, json_object *id, int code, const cha
 /* A sessiond failure answered the MCP way: an unknown session is 404 (the client starts a
  * new one); capacity and an unreachable daemon are JSON-RPC errors with retry_after. */
 void mcp_sd_fail(McpCall *c, int r, const SessiondReply *rep);
-/* Whether a not_found refusal is about the session (it has ended), not a file in it. */
-bool mcp_session_gone(const SessiondReply *rep);
 /* Answer the call as one on a session that has ended (404: the client starts anew). */
 void mcp_session_ended(McpCall *c);
 /* A sessiond request for op on the call's session (owned), NULL when out of memory. */

@@ -177,14 +177,6 @@ json_object *mcp_sd_request(McpCall *c, const char *op)
 	return sessiond_request_new(op, c->rq->http.request_id, c->rq->tenant, c->session_id);
 }
 
-bool mcp_session_gone(const SessiondReply *rep)
-{
-	const char *d = rep->detail ? rep->detail : "";
-
-	return rep->kind && strcmp(rep->kind, "not_found") == 0 &&
-	       (strcmp(d, "unknown session") == 0 || strcmp(d, "the session was destroyed") == 0);
-}
-
 /* {"retry_after": seconds} */
 static json_object *retry_data(int64_t seconds)
 {

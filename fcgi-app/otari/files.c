@@ -385,7 +385,7 @@ static bool put_abort(ReqCtx *rq)
 	bool ended = false;
 
 	if (req && sessiond_call(&rq->w->sd, req, SESSIOND_RETRY_NEVER, &rep) == 0) {
-		ended = !rep.ok && rep.kind && strcmp(rep.kind, "not_found") == 0;
+		ended = sessiond_session_gone(&rep);
 		sessiond_reply_clear(&rep);
 	}
 	return ended;
