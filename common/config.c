@@ -64,6 +64,7 @@ static const struct setting settings[] = {
 	S("python_bin", python_bin, "/usr/bin/python3"),
 	B("python_template", python_template, "true"),
 	S("preload_modules", preload_modules, "numpy,pandas,matplotlib.pyplot"),
+	B("template_direct_fork", template_direct_fork, "true"),
 	S("bash_bin", bash_bin, "/bin/bash"),
 	S("node_bin", node_bin, "/usr/bin/node"),
 	I("threads", threads, "0", 0, 4096),

@@ -55,8 +55,9 @@ typedef struct PaddockConfig {
 
 	/* runtimes */
 	char *python_bin;
-	bool python_template;  /* fork sessions' Python from a preloaded template process */
-	char *preload_modules; /* comma-separated modules the template imports */
+	bool python_template;	   /* fork sessions' Python from a preloaded template process */
+	bool template_direct_fork; /* in one step (clone3) where it can, else in two */
+	char *preload_modules;	   /* comma-separated modules the template imports */
 	char *bash_bin;
 	char *node_bin;
 

@@ -27,8 +27,9 @@ void op_stats(Manager *m, Conn *c, const Request *rq)
 {
 	const PaddockConfig *cfg = m->cfg;
 	json_object *o = reply_ok(), *lim = json_object_new_object();
-	json_object *tmpl = json_object_new_object();
+	json_object *tmpl = json_object_new_object(), *forks = json_object_new_object();
 	size_t running = 0, buffered = 0;
+	uint64_t two_steps, direct;
 
 	(void)rq;
 	for (Session *s = m->sessions; s; s = s->next) {
@@ -74,6 +75,10 @@ void op_stats(Manager *m, Conn *c, const Request *rq)
 	json_set(tmpl, "python", json_object_new_string(template_state_name(m, INTERP_PYTHON)));
 	json_set(tmpl, "kernel", json_object_new_string(template_state_name(m, INTERP_KERNEL)));
 	json_set(o, "templates", tmpl);
+	template_forks(m, &two_steps, &direct);
+	json_set(forks, "two_steps", json_object_new_int64((int64_t)two_steps));
+	json_set(forks, "direct", json_object_new_int64((int64_t)direct));
+	json_set(o, "template_forks", forks);
 	json_set(o, "retired_runtime_sessions",
 		 json_object_new_int64((int64_t)runtimes_retired_sessions(m)));
 	conn_reply(c, o, NULL, 0);

@@ -51,6 +51,8 @@ int template_start(Manager *m);
 void template_free(Manager *m);
 /* The state of kind's template for stats: "off", "starting", "ready" or "down". */
 const char *template_state_name(const Manager *m, enum interp_kind kind);
+/* How many interpreters the templates forked, in two steps and in one (for stats). */
+void template_forks(const Manager *m, uint64_t *two_steps, uint64_t *direct);
 
 /* A child of the daemon exited (SIGCHLD): an interpreter whose exit is watched through
  * its pidfd is handled, and reaped, now, so that no other reaper takes its status. */

@@ -70,6 +70,7 @@ struct Template {
 	LoopSource *sock_src, *retry;
 	uint32_t next_seq;
 	unsigned failures; /* starts in a row that did not reach ready */
+	uint64_t forks[2]; /* interpreters it made: [0] in two steps, [1] in one (stats) */
 	TemplateCall *calls;
 };
 
@@ -210,15 +211,23 @@ static pid_t pid_in_namespace(pid_t pid)
 	return last;
 }
 
-/* The template answered with the interpreter's host pid: attach it as init's would be. */
-static void call_started(Template *t, TemplateCall *c, pid_t pid)
+/*
+ * The template answered with the interpreter's host pid, and with its pidfd and pid in
+ * the sandbox when it cloned it in one step (else pidfd and ns_pid are -1): attach it as
+ * init's would be.
+ */
+static void call_started(Template *t, TemplateCall *c, pid_t pid, int pidfd, pid_t ns_pid)
 {
 	Interp *ip = waiting_for(t, c->seq);
-	/* Our child (we are its subreaper) and not reaped before its exit was looked at: a
-	 * pidfd of it is of it. */
-	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0), fds[4];
-	pid_t ns_pid = pidfd >= 0 ? pid_in_namespace(pid) : -1;
+	int fds[4];
 
+	t->forks[pidfd >= 0]++;
+	/* Made in two steps, it was reparented to us (we are its subreaper) and not reaped
+	 * before its exit was looked at: a pidfd of it is of it. */
+	if (pidfd < 0)
+		pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (pidfd >= 0 && ns_pid <= 0)
+		ns_pid = pid_in_namespace(pid);
 	if (!ip) {
 		pidfd_kill(pidfd); /* its session went meanwhile; the daemon reaps it */
 		safe_close(pidfd);
@@ -252,7 +261,7 @@ static int template_launch(Template *t);
 
 static void on_ready(Template *t, json_object *msg)
 {
-	json_object *loaded, *failed;
+	json_object *loaded, *failed, *direct;
 
 	t->state = TEMPLATE_READY;
 	t->failures = 0;
@@ -263,22 +272,33 @@ static void on_ready(Template *t, json_object *msg)
 	    json_object_object_length(failed) > 0)
 		log_warn("%s: preload_modules not imported: %s", t->name,
 			 json_object_to_json_string_ext(failed, JSON_C_TO_STRING_PLAIN));
+	if (json_object_object_get_ex(msg, "direct", &direct) &&
+	    json_object_is_type(direct, json_type_string))
+		log_info("%s forks each interpreter in two steps: %s", t->name,
+			 json_object_get_string(direct));
 	t->m->events->template_ready(t->m, t->kind);
 }
 
-static void on_answer(Template *t, json_object *msg)
+/* An answer to a fork; pidfd (-1 or the interpreter's) is ours to keep or close. */
+static void on_answer(Template *t, json_object *msg, int pidfd)
 {
-	int64_t seq = 0, pid = 0;
+	int64_t seq = 0, pid = 0, ns_pid = -1;
 	const char *err = NULL;
 	TemplateCall *c;
 
 	if (json_in_int(msg, "seq", &seq) <= 0 || seq <= 0 || seq > UINT32_MAX ||
-	    !(c = call_by_seq(t, (uint32_t)seq)))
-		return;
-	if (json_in_int(msg, "pid", &pid) > 0 && pid > 1 && pid <= INT32_MAX) {
-		call_started(t, c, (pid_t)pid);
+	    !(c = call_by_seq(t, (uint32_t)seq))) {
+		safe_close(pidfd);
 		return;
 	}
+	if (json_in_int(msg, "pid", &pid) > 0 && pid > 1 && pid <= INT32_MAX) {
+		if (pidfd < 0 || json_in_int(msg, "ns_pid", &ns_pid) <= 0 || ns_pid < 1 ||
+		    ns_pid > INT32_MAX)
+			ns_pid = -1;
+		call_started(t, c, (pid_t)pid, pidfd, (pid_t)ns_pid);
+		return;
+	}
+	safe_close(pidfd);
 	if (json_in_string(msg, "error", &err, NULL) <= 0)
 		err = "no answer";
 	call_fall_back(t, c, err);
@@ -304,34 +324,76 @@ static void template_cannot(Template *t, json_object *msg)
 		call_fall_back(t, t->calls, "the template is off");
 }
 
+/* One datagram from the template, and the descriptor that came with it (-1 if none; any
+ * more are closed): its length, 0 at its end, or -errno. */
+static ssize_t template_recv(int sock, char *buf, size_t len, int *fd)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * 4)];
+		struct cmsghdr align;
+	} cm;
+	struct iovec iov = { buf, len };
+	struct msghdr mh = { .msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = cm.buf,
+			     .msg_controllen = sizeof(cm.buf) };
+	ssize_t n = recvmsg(sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+
+	*fd = -1;
+	if (n < 0)
+		return -errno;
+	for (struct cmsghdr *h = CMSG_FIRSTHDR(&mh); h; h = CMSG_NXTHDR(&mh, h)) {
+		size_t nfds = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+
+		if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS)
+			continue;
+		for (size_t i = 0; i < nfds; i++) {
+			int got;
+
+			memcpy(&got, CMSG_DATA(h) + i * sizeof(int), sizeof(int));
+			if (*fd < 0)
+				*fd = got;
+			else
+				close(got);
+		}
+	}
+	return n;
+}
+
 static void on_template(Loop *l, int fd, uint32_t events, void *data)
 {
 	Template *t = data;
 	char buf[TEMPLATE_MSG_MAX + 1];
 	_cleanup_json_ json_object *msg = NULL;
 	json_object *ready = NULL;
+	int passed;
 	ssize_t n;
 
 	(void)l;
-	n = recv(fd, buf, TEMPLATE_MSG_MAX, MSG_DONTWAIT);
-	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+	(void)events;
+	n = template_recv(fd, buf, TEMPLATE_MSG_MAX, &passed);
+	if (n == -EAGAIN || n == -EINTR)
 		return;
 	if (n <= 0) {
-		template_down(t, n == 0 ? "it exited" : strerror(errno));
+		safe_close(passed);
+		template_down(t, n == 0 ? "it exited" : strerror((int)-n));
 		return;
 	}
-	(void)events;
 	if (json_in_parse(buf, (size_t)n, 8, &msg, NULL, 0) < 0 ||
 	    !json_object_is_type(msg, json_type_object)) {
+		safe_close(passed);
 		template_down(t, "it sent something that is not a JSON object");
 		return;
 	}
-	if (json_object_object_get_ex(msg, "ready", &ready) && json_object_get_boolean(ready))
-		on_ready(t, msg);
-	else if (ready)
-		template_cannot(t, msg);
-	else
-		on_answer(t, msg);
+	if (json_object_object_get_ex(msg, "ready", &ready)) {
+		safe_close(passed);
+		if (json_object_get_boolean(ready))
+			on_ready(t, msg);
+		else
+			template_cannot(t, msg);
+		return;
+	}
+	on_answer(t, msg, passed);
 }
 
 static void on_retry(Loop *l, void *data)
@@ -391,6 +453,8 @@ static _Noreturn void template_exec(const Template *t, const char *home, int soc
 	bool kernel = t->kind == INTERP_KERNEL;
 	char script[4096], env_lib[4200], env_preload[4200], env_home[4200], env_mpl[4200];
 	char env_ipy[4200];
+	char *env_direct = cfg->template_direct_fork ? "PADDOCK_TEMPLATE_DIRECT=1" :
+						       "PADDOCK_TEMPLATE_DIRECT=0";
 	/* As init starts each kind: the native harness without site (-S), the kernel's with. */
 	char *const argv_native[] = { cfg->python_bin, "-I", "-S", "-u", script, NULL };
 	char *const argv_kernel[] = { cfg->python_bin, "-I", "-u", script, NULL };
@@ -405,6 +469,7 @@ static _Noreturn void template_exec(const Template *t, const char *home, int soc
 		env_home,
 		env_mpl,
 		env_ipy,
+		env_direct,
 		NULL
 	};
 	sigset_t none;
@@ -517,6 +582,17 @@ int template_start(Manager *m)
 		}
 	}
 	return 0;
+}
+
+void template_forks(const Manager *m, uint64_t *two_steps, uint64_t *direct)
+{
+	*two_steps = *direct = 0;
+	for (size_t i = 0; i < TEMPLATE_KINDS; i++) {
+		if (!m->tmpl[i])
+			continue;
+		*two_steps += m->tmpl[i]->forks[0];
+		*direct += m->tmpl[i]->forks[1];
+	}
 }
 
 const char *template_state_name(const Manager *m, enum interp_kind kind)

@@ -9,10 +9,12 @@ sessiond starts it as root on the host, in its own process, with:
   fd 3   a SOCK_SEQPACKET socket to sessiond: one JSON object per datagram
   fd 4   the sandboxes' seccomp filter, as compiled BPF (read, then closed)
   env    PADDOCK_LIB_DIR (where the harness is), PADDOCK_TEMPLATE_KIND (native or
-         kernel), PADDOCK_PRELOAD (comma-separated module names), MPLBACKEND,
-         MPLCONFIGDIR, HOME, PATH, LANG
+         kernel), PADDOCK_PRELOAD (comma-separated module names), PADDOCK_TEMPLATE_DIRECT
+         (1: fork in one step where it can, below), MPLBACKEND, MPLCONFIGDIR, HOME, PATH,
+         LANG
 It never runs user code. Once its imports are done it says
-  {"ready": true, "loaded": [...], "failed": {"module": "why"}}
+  {"ready": true, "loaded": [...], "failed": {"module": "why"},
+   "direct": true or "why it forks in two steps"}
 or, when its harness cannot be imported (the kernel tier without IPython),
   {"ready": false, "why": "..."}  and exits.
 and then serves, one at a time,
@@ -21,14 +23,24 @@ and then serves, one at a time,
 with the descriptors (SCM_RIGHTS), in order: the sandbox init's pidfd, the harness's
 control socket, the write ends of its stdout and stderr pipes, and the session cgroup's
 cgroup.procs files (one per hierarchy) opened for writing. The answer is
-  {"seq": N, "pid": <host pid>}  or  {"seq": N, "error": "why"}.
+  {"seq": N, "pid": <host pid>, "ns_pid": <its pid in the sandbox>}, with the
+  interpreter's pidfd (SCM_RIGHTS) when it was forked in one step,
+or {"seq": N, "error": "why"}.
 
-A fork becomes a session's interpreter in two steps. The first child joins the session's
-cgroups and enters the sandbox's namespaces through init's pidfd (mount, network, IPC,
-UTS, cgroup and pid: the last one applies to its children), forks the interpreter, which
-is the sandbox's pid 2.. like any other, and exits; the interpreter is then sessiond's
-child (sessiond is a child subreaper), which reaps it and reads its exit status. The
-interpreter takes what init has, read from the sandbox's /proc: its resource limits,
+Either way the interpreter is sessiond's child, which reaps it and reads its exit status,
+and the sandbox's pid 2.. like any other process there. In one step (the default), the
+template points its pid namespace for children at the sandbox's, clones the interpreter
+with CLONE_PARENT (its parent is sessiond) and CLONE_PIDFD, and points it back; the
+interpreter joins the session's cgroups and enters the sandbox's other namespaces
+itself. clone3 is not fork(): what glibc's fork() does in the child (the thread's own
+tid, its robust-futex list) and Python's os.fork() does around it (PyOS_BeforeFork and
+the AfterFork calls, their at-fork handlers) is done here, and only while the template
+has a single thread, as glibc's fork() does in a single-threaded process but for
+pthread_atfork() handlers of C libraries, which are not run. Where that cannot be done
+(another thread, an unknown glibc, PADDOCK_TEMPLATE_DIRECT unset), it forks in two
+steps: a first child joins the cgroups and enters the namespaces, forks the interpreter
+and exits, and the interpreter is reparented to sessiond (a child subreaper).
+The interpreter takes what init has, read from the sandbox's /proc: its resource limits,
 uid, gid, groups and umask; it drops every capability from its bounding set, changes
 its ids (which clears its capabilities), sets no_new_privs, installs the sandboxes'
 seccomp filter, and only then runs the harness. Anything that fails on the way ends it
@@ -53,6 +65,15 @@ CLONE_NEWIPC = 0x08000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 ENTER = CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWPID | CLONE_NEWNET
+
+CLONE_PARENT = 0x00008000
+CLONE_PIDFD = 0x00001000
+CLONE_CHILD_SETTID = 0x01000000
+SYS_CLONE3 = 435
+SYS_GETTID = 186
+SYS_GET_ROBUST_LIST = 274
+SYS_SET_ROBUST_LIST = 273
+X86_64 = os.uname().machine == "x86_64"  # the system call numbers above are its own
 
 PR_CAPBSET_DROP = 24
 PR_SET_NO_NEW_PRIVS = 38
@@ -316,9 +337,8 @@ def _enter_and_fork(req, fds, report_fd, bpf):
     os.write(report_fd, f"{child}\n".encode())
 
 
-def _fork(sock, req, fds, bpf):
-    if len(fds) < 5:
-        raise ValueError("a fork needs init's pidfd, three descriptors and a cgroup")
+def _fork_in_two_steps(req, fds, sock, bpf):
+    """A first child enters the sandbox and forks the interpreter: (answer, first child)."""
     r, w = os.pipe()
     first = os.fork()
     if first == 0:
@@ -348,6 +368,160 @@ def _fork(sock, req, fds, bpf):
             "the forking child ended without a word"}, first
 
 
+class _DirectUnusable(Exception):
+    """A fork in one step cannot be made here, and nothing was changed: two steps."""
+
+
+class _CloneArgs(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_uint64) for name in
+                ("flags", "pidfd", "child_tid", "parent_tid", "exit_signal", "stack",
+                 "stack_size", "tls")]
+
+
+class _DirectFork:
+    """The interpreter cloned straight into the sandbox as sessiond's child (the module's
+    docstring says what that takes). Made once, at start, by the template's only thread."""
+
+    def __init__(self):
+        if os.environ.get("PADDOCK_TEMPLATE_DIRECT") != "1":
+            raise _DirectUnusable("template_direct_fork is off")
+        if not X86_64:
+            raise _DirectUnusable(f"its system call numbers are not known on {os.uname().machine}")
+        # A PyDLL keeps the GIL across its calls, as os.fork() does across fork().
+        self._libc = ctypes.PyDLL(None, use_errno=True)
+        self._libc.syscall.restype = ctypes.c_long
+        self._libc.pthread_self.restype = ctypes.c_void_p
+        for name in ("PyOS_BeforeFork", "PyOS_AfterFork_Parent", "PyOS_AfterFork_Child"):
+            getattr(ctypes.pythonapi, name).restype = None
+        # Where glibc keeps the thread's tid (its debugger's description of its threads):
+        # clone3 writes the child's there, as glibc's fork() has the kernel do.
+        try:
+            bits, count, offset = (ctypes.c_uint32 * 3).in_dll(self._libc, "_thread_db_pthread_tid")
+        except ValueError:
+            raise _DirectUnusable("glibc does not say where a thread keeps its tid") from None
+        self._tid = ctypes.c_int.from_address(self._libc.pthread_self() + offset)
+        if (bits, count) != (32, 1) or self._tid.value != self._syscall(SYS_GETTID):
+            raise _DirectUnusable("glibc's thread descriptor is not the one expected")
+        head, size = ctypes.c_void_p(), ctypes.c_size_t()
+        if self._syscall(SYS_GET_ROBUST_LIST, ctypes.c_long(0), ctypes.byref(head),
+                         ctypes.byref(size)) != 0 or not head.value:
+            raise _DirectUnusable("the thread has no robust-futex list to hand on")
+        self._robust = (ctypes.c_void_p(head.value), ctypes.c_size_t(size.value))
+        self._pidfd = ctypes.c_int(-1)
+        self._args = _CloneArgs(flags=CLONE_PARENT | CLONE_PIDFD | CLONE_CHILD_SETTID,
+                                pidfd=ctypes.addressof(self._pidfd),
+                                child_tid=ctypes.addressof(self._tid))
+        self._broken = None
+
+    def _syscall(self, number, *args):
+        return self._libc.syscall(ctypes.c_long(number), *args)
+
+    def usable(self):
+        """Whether the next fork may be made in one step: with a single thread, glibc's
+        fork() takes none of its locks either, so there are none to set right after it."""
+        return self._broken is None and len(os.listdir("/proc/self/task")) == 1
+
+    def _clone(self):
+        """clone3 as os.fork() forks: the child's pid, 0 in the child. Signals wait."""
+        api = ctypes.pythonapi
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+        api.PyOS_BeforeFork()
+        pid = self._syscall(SYS_CLONE3, ctypes.byref(self._args),
+                            ctypes.c_size_t(ctypes.sizeof(self._args)))
+        if pid == 0:
+            self._syscall(SYS_SET_ROBUST_LIST, *self._robust)
+            api.PyOS_AfterFork_Child()
+        else:
+            err = ctypes.get_errno()
+            api.PyOS_AfterFork_Parent()
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        if pid < 0:
+            raise OSError(err, f"clone3: {os.strerror(err)}")
+        return pid
+
+    def _child(self, req, fds, sock, r, w, bpf):
+        """The interpreter, in the sandbox's pid namespace: into the session's cgroups and
+        its other namespaces, say its pid there, then become the interpreter."""
+        pidfd, ctl, out, err, *procs = fds
+        try:
+            os.close(r)
+            sock.close()
+            for fd in procs:
+                os.write(fd, b"0")
+                os.close(fd)
+            _check(_libc.setns(pidfd, ENTER & ~CLONE_NEWPID), "entering the sandbox's namespaces")
+            os.close(pidfd)
+            os.write(w, f"{os.getpid()}\n".encode())
+            os.close(w)
+        except BaseException as exc:
+            try:
+                os.write(w, f"error {exc}\n".encode())
+            finally:
+                os._exit(FAILED)
+        _become_interpreter(req, ctl, out, err, bpf)
+
+    def _point_back(self, own, pidfd):
+        """Our children's pid namespace our own again; a template that cannot is not one
+        to fork from: it ends, with what it cloned, and sessiond starts another."""
+        if _libc.setns(own, CLONE_NEWPID) == 0:
+            return
+        os.write(2, b"harness_template: cannot return to its own pid namespace\n")
+        if pidfd >= 0:
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        os._exit(FAILED)
+
+    def fork(self, req, fds, sock, bpf):
+        """(the answer, the interpreter's pidfd or -1)."""
+        init_pidfd = fds[0]
+        own = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            if _libc.setns(init_pidfd, CLONE_NEWPID) != 0:
+                raise _DirectUnusable("setns")
+            r, w = os.pipe()
+            try:
+                pid = self._clone()
+            except OSError as exc:
+                self._point_back(own, -1)
+                os.close(r)
+                os.close(w)
+                self._broken = str(exc)
+                os.write(2, f"harness_template: forking in two steps from now: {exc}\n".encode())
+                raise _DirectUnusable(str(exc)) from None
+            if pid == 0:
+                self._child(req, fds, sock, r, w, bpf)
+            pidfd = self._pidfd.value
+            self._point_back(own, pidfd)
+        finally:
+            os.close(own)
+        os.close(w)
+        try:
+            said = _read_line(r).decode("utf-8", "replace")
+        except BaseException:
+            os.close(pidfd)  # it cannot be told apart from a dead one: sessiond reaps it
+            raise
+        finally:
+            os.close(r)
+        if said.isdigit():
+            return {"pid": pid, "ns_pid": int(said)}, pidfd
+        os.close(pidfd)
+        return {"error": said[len("error "):] if said.startswith("error ") else
+                "the interpreter ended without a word"}, -1
+
+
+def _fork(sock, req, fds, bpf):
+    """(the answer, a first child to wait for or None, the pidfd to send with it or -1)."""
+    if len(fds) < 5:
+        raise ValueError("a fork needs init's pidfd, three descriptors and a cgroup")
+    if _direct is not None and _direct.usable():
+        try:
+            reply, pidfd = _direct.fork(req, fds, sock, bpf)
+            return reply, None, pidfd
+        except _DirectUnusable:
+            pass
+    reply, first = _fork_in_two_steps(req, fds, sock, bpf)
+    return reply, first, -1
+
+
 def _serve(sock, bpf):
     while True:
         try:
@@ -357,12 +531,13 @@ def _serve(sock, bpf):
         if not msg:
             return   # sessiond went away: so do we
         seq = first = None
+        pidfd = -1
         try:
             req = json.loads(msg)
             seq = req.get("seq")
             if req.get("op") != "fork":
                 raise ValueError("unknown op")
-            reply, first = _fork(sock, req, fds, bpf)
+            reply, first, pidfd = _fork(sock, req, fds, bpf)
         except (ValueError, OSError, TypeError, AttributeError) as exc:
             reply = {"error": str(exc)}
         finally:
@@ -372,7 +547,13 @@ def _serve(sock, bpf):
                 except OSError:
                     pass
         reply["seq"] = seq
-        sock.send(json.dumps(reply).encode())
+        if pidfd >= 0:
+            try:
+                socket.send_fds(sock, [json.dumps(reply).encode()], [pidfd])
+            finally:
+                os.close(pidfd)
+        else:
+            sock.send(json.dumps(reply).encode())
         if first:
             # The forking child has said its word and is exiting; that exit (unmapping its
             # copy of our address space) is waited for after the answer, not before it.
@@ -471,15 +652,23 @@ def main():
     # to every object's header and copy the pages the forks share.
     gc.collect()
     gc.freeze()
+    global _direct
+    try:
+        _direct = _DirectFork()
+        direct = True
+    except _DirectUnusable as exc:
+        direct = str(exc)
     # Started at a low priority for its imports; its forks run at the default.
     os.setpriority(os.PRIO_PROCESS, 0, 0)
-    sock.send(json.dumps({"ready": True, "loaded": loaded, "failed": failed}).encode())
+    sock.send(json.dumps({"ready": True, "loaded": loaded, "failed": failed,
+                          "direct": direct}).encode())
     _serve(sock, bpf)
 
 
 _harness = None
 _held = []       # files the imports left open, (fd, path, flags, (dev, ino))
 _shell = None    # the kernel tier's shell, made before any fork
+_direct = None   # a _DirectFork, when forks are made in one step
 
 if __name__ == "__main__":
     main()

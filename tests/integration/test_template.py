@@ -10,9 +10,11 @@ Python starts as before and the template comes back; with python_template off no
 preloaded.
 """
 
+import json
 import os
 import secrets
 import signal
+import subprocess
 import time
 
 import pytest
@@ -119,7 +121,7 @@ def sid(tclient):
     tclient.destroy(s)
 
 
-def test_forked_interpreter_is_confined_as_one_init_starts(tclient, sid):
+def assert_confined_as_one_init_starts(tclient, sid):
     py = tclient.run(sid, PY_SELF)
     assert py.rc == 0, py.stderr
     me = as_dict(py.stdout)
@@ -142,6 +144,153 @@ def test_forked_interpreter_is_confined_as_one_init_starts(tclient, sid):
         assert target == "/dev/null" or target.startswith("/usr/"), me["more_fds"]
     assert me["cwd"] == "/workspace"
     assert me["env"] == "HOME LANG MPLBACKEND PATH PYTHONDONTWRITEBYTECODE TERM TMPDIR USER"
+
+
+def template_forks(stack):
+    """How many interpreters the daemon's templates made, in one step and in two."""
+    forks = stack.daemon_call({"op": "stats"})["template_forks"]
+    return forks["direct"], forks["two_steps"]
+
+
+def forked_interpreters(stack):
+    """The daemon's children that are Python forked from a template, in a sandbox."""
+    sd = stack.procs["paddock-sessiond"].pid
+    return [p for p in ps.children(sd)
+            if b"harness_template.py" in (ps.cmdline(p) or b"") and ps.in_own_pid_namespace(p)]
+
+
+def test_forked_interpreter_is_confined_as_one_init_starts(tstack, tclient, sid):
+    """By default the template clones the interpreter straight into the sandbox, as the
+    daemon's child, and is left as it was (its children's pid namespace its own)."""
+    before = template_forks(tstack)
+    assert_confined_as_one_init_starts(tclient, sid)
+    direct, two_steps = template_forks(tstack)
+    assert direct > before[0] and two_steps == before[1] == 0, (before, direct, two_steps)
+    assert forked_interpreters(tstack), "no interpreter of the template is the daemon's child"
+    for kind in ("native", "kernel"):
+        (pid,) = template_pids(tstack, kind)
+        assert os.readlink(f"/proc/{pid}/ns/pid_for_children") == \
+            os.readlink(f"/proc/{pid}/ns/pid"), kind
+
+
+def test_in_two_steps_the_same(stacks):
+    """With template_direct_fork off, a first child enters the sandbox and forks the
+    interpreter: confined the same, and the daemon's child the same."""
+    stack = stacks.get("template-two-steps", {"PADDOCK_POOL_SIZE": "0",
+                                              "PADDOCK_PYTHON_TEMPLATE": "true",
+                                              "PADDOCK_TEMPLATE_DIRECT_FORK": "false"})
+    client = ps.Client(stack)
+    wait_for(lambda: preloaded(client), "the template to serve")
+    sid = client.new_session()
+    try:
+        assert_confined_as_one_init_starts(client, sid)
+        assert forked_interpreters(stack)
+    finally:
+        client.destroy(sid)
+    direct, two_steps = template_forks(stack)
+    assert direct == 0 and two_steps >= 2, (direct, two_steps)
+
+
+# Run in the sandbox while its Python is made again and again: every new process is
+# looked at while it may still be root in the host's mount namespace, and its root
+# directory and environment reached for. Prints one JSON line when done.
+NEWBORN_PROBE = r"""
+import json, os, sys, time
+own_root = os.stat("/")
+seen, newborn, as_root, reached = set(os.listdir("/proc")), 0, 0, []
+end = time.monotonic() + float(sys.argv[1])
+while time.monotonic() < end and not os.path.exists("/workspace/probe.stop"):
+    for p in os.listdir("/proc"):
+        if not p.isdigit() or p in seen:
+            continue
+        seen.add(p)
+        newborn += 1
+        try:
+            with open(f"/proc/{p}/status") as f:
+                uid = next(l for l in f if l.startswith("Uid:")).split()[1]
+        except (OSError, StopIteration):
+            continue
+        as_root += uid == "0"
+        try:
+            st = os.stat(f"/proc/{p}/root/")
+            if (st.st_dev, st.st_ino) != (own_root.st_dev, own_root.st_ino):
+                reached.append((p, "a root directory not the sandbox's"))
+        except OSError:
+            pass
+        try:
+            with open(f"/proc/{p}/environ", "rb") as f:
+                if b"PADDOCK_" in f.read():
+                    reached.append((p, "the template's environment"))
+        except OSError:
+            pass
+with open("/workspace/probe.json", "w") as f:
+    json.dump({"newborn": newborn, "as_root": as_root, "reached": reached}, f)
+"""
+
+
+def test_a_new_interpreter_cannot_be_reached_before_it_is_confined(tclient, sid):
+    """The interpreter is cloned into the sandbox's pid namespace before it enters the
+    mount namespace and changes its ids: the sandbox's processes see its pid then, and
+    that is all. A prober watches /proc while Python is made again 40 times."""
+    r = tclient.put_file(sid, NEWBORN_PROBE.encode(), path="probe.py")
+    assert r.status_code == 201, r.text
+    r = tclient.bash(sid, "setsid python3 /workspace/probe.py 120 </dev/null >/dev/null 2>&1 &")
+    assert r.rc == 0, r.stderr
+    for _ in range(40):
+        r = tclient.run(sid, "import os\nos._exit(0)")
+        assert r.rc == 0, r.stderr
+        assert tclient.run(sid, "print(1)").stdout == "1\n"
+    tclient.bash(sid, "touch /workspace/probe.stop")
+    deadline = time.monotonic() + 30
+    while True:
+        r = tclient.bash(sid, "cat /workspace/probe.json 2>/dev/null")
+        if r.stdout or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    seen = json.loads(r.stdout)
+    assert seen["reached"] == [], seen
+    # It watched the interpreters come, and caught them while they were still root.
+    assert seen["newborn"] >= 40 and seen["as_root"] >= 1, seen
+
+
+DIRECT_PROBE = """
+import os, sys, threading, time
+sys.path.insert(0, sys.argv[1])
+import harness_template as ht
+try:
+    d = ht._DirectFork()
+except ht._DirectUnusable as exc:
+    print("unusable:", exc)
+    raise SystemExit
+print("alone", d.usable())
+stop = threading.Event()
+t = threading.Thread(target=stop.wait)
+t.start()
+print("with a thread", d.usable())
+stop.set()
+t.join()
+# A joined thread leaves /proc/self/task a moment after the join returns.
+for _ in range(200):
+    if d.usable():
+        break
+    time.sleep(0.005)
+print("alone again", d.usable())
+"""
+
+
+@pytest.mark.parametrize("setting", ["1", "0"])
+def test_one_step_only_while_the_template_has_one_thread(setting):
+    """A fork in one step skips what glibc's fork() does for other threads: with a second
+    thread (a library's pool) the template forks in two steps; off, never in one."""
+    harness = os.path.join(ps.SOURCE_DIR, "sessiond", "harness")
+    env = {"PATH": "/usr/bin:/bin", "PADDOCK_TEMPLATE_DIRECT": setting}
+    out = subprocess.run(["/usr/bin/python3", "-I", "-B", "-c", DIRECT_PROBE, harness], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    if setting == "0":
+        assert out.stdout == "unusable: template_direct_fork is off\n", out.stdout
+    else:
+        assert out.stdout == "alone True\nwith a thread False\nalone again True\n", out.stdout
 
 
 def test_breaking_out_of_a_forked_interpreter_fails(tstack, tclient, sid):
@@ -222,7 +371,8 @@ def test_template_holds_nothing_of_sessions(tstack, tclient, sid, kind):
         env = f.read().split(b"\0")
     names = sorted(e.split(b"=", 1)[0].decode() for e in env if e)
     assert names == ["HOME", "IPYTHONDIR", "LANG", "MPLBACKEND", "MPLCONFIGDIR",
-                     "PADDOCK_LIB_DIR", "PADDOCK_PRELOAD", "PADDOCK_TEMPLATE_KIND", "PATH",
+                     "PADDOCK_LIB_DIR", "PADDOCK_PRELOAD", "PADDOCK_TEMPLATE_DIRECT",
+                     "PADDOCK_TEMPLATE_KIND", "PATH",
                      "PYTHONDONTWRITEBYTECODE"], names
 
 

@@ -153,6 +153,7 @@ static void test_preload_modules_are_module_names(void)
 	CHECK_EQ_INT(config_load(&c, NULL, err, sizeof(err)), 0);
 	CHECK_EQ_STR(c.preload_modules, "numpy,pandas,matplotlib.pyplot");
 	CHECK(c.python_template);
+	CHECK(c.template_direct_fork);
 	config_free(&c);
 	for (size_t i = 0; i < ARRAY_SIZE(good); i++) {
 		setenv("PADDOCK_PRELOAD_MODULES", good[i], 1);
