@@ -48,6 +48,7 @@ with status 127 before a line of user code has run.
 """
 
 import ctypes
+import errno
 import gc
 import io
 import json
@@ -472,32 +473,26 @@ class _DirectFork:
 
     def fork(self, req, fds, sock, bpf):
         """(the answer, the interpreter's pidfd or -1)."""
-        init_pidfd = fds[0]
         own = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
         try:
-            if _libc.setns(init_pidfd, CLONE_NEWPID) != 0:
-                raise _DirectUnusable("setns")
             r, w = os.pipe()
             try:
-                pid = self._clone()
-            except OSError as exc:
-                self._point_back(own, -1)
+                pid = self._clone_into(fds[0], own)
+            except BaseException:
                 os.close(r)
                 os.close(w)
-                self._broken = str(exc)
-                os.write(2, f"harness_template: forking in two steps from now: {exc}\n".encode())
-                raise _DirectUnusable(str(exc)) from None
-            if pid == 0:
-                self._child(req, fds, sock, r, w, bpf)
-            pidfd = self._pidfd.value
-            self._point_back(own, pidfd)
+                raise
         finally:
             os.close(own)
+        if pid == 0:
+            self._child(req, fds, sock, r, w, bpf)
+        pidfd = self._pidfd.value
         os.close(w)
         try:
             said = _read_line(r).decode("utf-8", "replace")
         except BaseException:
-            os.close(pidfd)  # it cannot be told apart from a dead one: sessiond reaps it
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)  # sessiond reaps it
+            os.close(pidfd)
             raise
         finally:
             os.close(r)
@@ -506,6 +501,27 @@ class _DirectFork:
         os.close(pidfd)
         return {"error": said[len("error "):] if said.startswith("error ") else
                 "the interpreter ended without a word"}, -1
+
+    def _clone_into(self, init_pidfd, own):
+        """The clone, its pid namespace the sandbox's (init's); ours is our children's
+        again before this returns in the template, whatever happens."""
+        if _libc.setns(init_pidfd, CLONE_NEWPID) != 0:
+            raise _DirectUnusable("setns")  # nothing changed: two steps say why
+        try:
+            pid = self._clone()
+        except OSError as exc:
+            self._point_back(own, -1)
+            if exc.errno not in (errno.ENOSYS, errno.EINVAL, errno.EPERM):
+                raise  # out of pids or memory: this call fails, as a fork() would
+            self._broken = str(exc)  # refused here: for good
+            os.write(2, f"harness_template: forking in two steps from now: {exc}\n".encode())
+            raise _DirectUnusable(str(exc)) from None
+        except BaseException:
+            self._point_back(own, -1)
+            raise
+        if pid != 0:
+            self._point_back(own, self._pidfd.value)
+        return pid
 
 
 def _fork(sock, req, fds, bpf):
