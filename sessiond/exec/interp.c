@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "clone.h"
 #include "log.h"
 #include "proto.h"
 #include "run.h"
@@ -70,7 +71,7 @@ void interp_destroy(Interp *ip)
 	outbuf_clear(&ip->err_buf);
 }
 
-static pid_t pidfd_host_pid(int pidfd)
+pid_t pidfd_host_pid(int pidfd)
 {
 	char path[64], buf[1024];
 	_cleanup_close_ int fd = -1;
@@ -391,7 +392,7 @@ static void interp_read_ctl(Interp *ip)
 			log_warn("SESSION_ID=%s interpreter reply longer than reply_max_bytes: "
 				 "restarting it",
 				 ip->s->id);
-			kill(ip->host_pid, SIGKILL);
+			pidfd_kill(ip->pidfd);
 			line_release(ip);
 			return;
 		}
@@ -500,7 +501,7 @@ void interp_attach(Session *s, enum interp_kind kind, pid_t pid, int fds[4])
 	if (loop_add_fd(m->loop, ip->ctl, 0, on_interp_ctl, ip, &ip->ctl_src) < 0 ||
 	    loop_add_fd(m->loop, ip->out, EPOLLIN, on_interp_pipe, ip, &ip->out_src) < 0 ||
 	    loop_add_fd(m->loop, ip->err, EPOLLIN, on_interp_pipe, ip, &ip->err_src) < 0) {
-		kill(ip->host_pid, SIGKILL);
+		pidfd_kill(ip->pidfd);
 		interp_close(ip);
 		return;
 	}

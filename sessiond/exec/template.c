@@ -228,6 +228,11 @@ static void call_started(Template *t, TemplateCall *c, pid_t pid, int pidfd, pid
 		pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	if (pidfd >= 0 && ns_pid <= 0)
 		ns_pid = pid_in_namespace(pid);
+	/* Our child from birth: one that exited before this answer was read may be reaped
+	 * already (by the daemon's SIGCHLD handler, as a child nobody watched), its pidfd
+	 * then of no process and its status gone. */
+	if (pidfd >= 0 && pidfd_host_pid(pidfd) != pid)
+		ns_pid = -1;
 	if (!ip) {
 		pidfd_kill(pidfd); /* its session went meanwhile; the daemon reaps it */
 		safe_close(pidfd);
@@ -288,6 +293,7 @@ static void on_answer(Template *t, json_object *msg, int pidfd)
 
 	if (json_in_int(msg, "seq", &seq) <= 0 || seq <= 0 || seq > UINT32_MAX ||
 	    !(c = call_by_seq(t, (uint32_t)seq))) {
+		pidfd_kill(pidfd); /* an interpreter nobody asked for; the daemon reaps it */
 		safe_close(pidfd);
 		return;
 	}

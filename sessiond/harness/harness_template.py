@@ -29,10 +29,10 @@ or {"seq": N, "error": "why"}.
 
 Either way the interpreter is sessiond's child, which reaps it and reads its exit status,
 and the sandbox's pid 2.. like any other process there. In one step (the default), the
-template points its pid namespace for children at the sandbox's, clones the interpreter
-with CLONE_PARENT (its parent is sessiond) and CLONE_PIDFD, and points it back; the
-interpreter joins the session's cgroups and enters the sandbox's other namespaces
-itself. clone3 is not fork(): what glibc's fork() does in the child (the thread's own
+template enters the sandbox's namespaces (its pid namespace for its children), clones
+the interpreter with CLONE_PARENT (its parent is sessiond) and CLONE_PIDFD, and goes
+back to its own, so that the interpreter is born in every namespace of the sandbox; it
+then joins the session's cgroups. clone3 is not fork(): what glibc's fork() does in the child (the thread's own
 tid, its robust-futex list) and Python's os.fork() does around it (PyOS_BeforeFork and
 the AfterFork calls, their at-fork handlers) is done here, and only while the template
 has a single thread, as glibc's fork() does in a single-threaded process but for
@@ -70,6 +70,9 @@ ENTER = CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWP
 CLONE_PARENT = 0x00008000
 CLONE_PIDFD = 0x00001000
 CLONE_CHILD_SETTID = 0x01000000
+CLONE_CHILD_CLEARTID = 0x00200000
+# Where the template goes back to after a clone: every namespace ENTER enters.
+HOME_NAMESPACES = ("mnt", "net", "ipc", "uts", "cgroup", "pid_for_children")
 SYS_CLONE3 = 435
 SYS_GETTID = 186
 SYS_GET_ROBUST_LIST = 274
@@ -386,7 +389,7 @@ class _DirectFork:
     def __init__(self):
         if os.environ.get("PADDOCK_TEMPLATE_DIRECT") != "1":
             raise _DirectUnusable("template_direct_fork is off")
-        if not X86_64:
+        if not X86_64 or ctypes.sizeof(ctypes.c_void_p) != 8:
             raise _DirectUnusable(f"its system call numbers are not known on {os.uname().machine}")
         # A PyDLL keeps the GIL across its calls, as os.fork() does across fork().
         self._libc = ctypes.PyDLL(None, use_errno=True)
@@ -409,9 +412,13 @@ class _DirectFork:
             raise _DirectUnusable("the thread has no robust-futex list to hand on")
         self._robust = (ctypes.c_void_p(head.value), ctypes.c_size_t(size.value))
         self._pidfd = ctypes.c_int(-1)
-        self._args = _CloneArgs(flags=CLONE_PARENT | CLONE_PIDFD | CLONE_CHILD_SETTID,
+        # The child's tid where glibc keeps it, and cleared there at its exit, as glibc's
+        # fork() asks of the kernel.
+        self._args = _CloneArgs(flags=CLONE_PARENT | CLONE_PIDFD | CLONE_CHILD_SETTID |
+                                CLONE_CHILD_CLEARTID,
                                 pidfd=ctypes.addressof(self._pidfd),
-                                child_tid=ctypes.addressof(self._tid))
+                                child_tid=ctypes.addressof(self._tid),
+                                parent_tid=0)
         self._broken = None
 
     def _syscall(self, number, *args):
@@ -423,35 +430,39 @@ class _DirectFork:
         return self._broken is None and len(os.listdir("/proc/self/task")) == 1
 
     def _clone(self):
-        """clone3 as os.fork() forks: the child's pid, 0 in the child. Signals wait."""
+        """clone3 as os.fork() forks: the child's pid, 0 in the child. Signals wait. A
+        child that fails here ends before it is anything."""
         api = ctypes.pythonapi
         mask = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
         api.PyOS_BeforeFork()
         pid = self._syscall(SYS_CLONE3, ctypes.byref(self._args),
                             ctypes.c_size_t(ctypes.sizeof(self._args)))
         if pid == 0:
-            self._syscall(SYS_SET_ROBUST_LIST, *self._robust)
-            api.PyOS_AfterFork_Child()
-        else:
-            err = ctypes.get_errno()
-            api.PyOS_AfterFork_Parent()
+            try:
+                self._syscall(SYS_SET_ROBUST_LIST, *self._robust)
+                api.PyOS_AfterFork_Child()
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+            except BaseException:
+                os._exit(FAILED)
+            return 0
+        err = ctypes.get_errno()
+        api.PyOS_AfterFork_Parent()
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         if pid < 0:
             raise OSError(err, f"clone3: {os.strerror(err)}")
         return pid
 
     def _child(self, req, fds, sock, r, w, bpf):
-        """The interpreter, in the sandbox's pid namespace: into the session's cgroups and
-        its other namespaces, say its pid there, then become the interpreter."""
+        """The interpreter, born in the sandbox's namespaces: into the session's cgroups,
+        say its pid there, then become the interpreter."""
         pidfd, ctl, out, err, *procs = fds
         try:
             os.close(r)
             sock.close()
+            os.close(pidfd)
             for fd in procs:
                 os.write(fd, b"0")
                 os.close(fd)
-            _check(_libc.setns(pidfd, ENTER & ~CLONE_NEWPID), "entering the sandbox's namespaces")
-            os.close(pidfd)
             os.write(w, f"{os.getpid()}\n".encode())
             os.close(w)
         except BaseException as exc:
@@ -461,29 +472,38 @@ class _DirectFork:
                 os._exit(FAILED)
         _become_interpreter(req, ctl, out, err, bpf)
 
-    def _point_back(self, own, pidfd):
-        """Our children's pid namespace our own again; a template that cannot is not one
-        to fork from: it ends, with what it cloned, and sessiond starts another."""
-        if _libc.setns(own, CLONE_NEWPID) == 0:
+    def _go_home(self, home, pidfd):
+        """Back in our own namespaces (home: their descriptors). A template that cannot
+        go back is not one to fork from: it ends, killing what it cloned, and sessiond
+        starts another."""
+        try:
+            for fd in home:
+                _check(_libc.setns(fd, 0), "going back to the template's namespaces")
             return
-        os.write(2, b"harness_template: cannot return to its own pid namespace\n")
-        if pidfd >= 0:
-            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-        os._exit(FAILED)
+        except BaseException:
+            try:
+                os.write(2, b"harness_template: cannot go back to its own namespaces\n")
+                if pidfd >= 0:
+                    signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            finally:
+                os._exit(FAILED)
 
     def fork(self, req, fds, sock, bpf):
         """(the answer, the interpreter's pidfd or -1)."""
-        own = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+        home = []
         try:
+            for ns in HOME_NAMESPACES:
+                home.append(os.open(f"/proc/self/ns/{ns}", os.O_RDONLY | os.O_CLOEXEC))
             r, w = os.pipe()
             try:
-                pid = self._clone_into(fds[0], own)
+                pid = self._clone_into(fds[0], home)
             except BaseException:
                 os.close(r)
                 os.close(w)
                 raise
         finally:
-            os.close(own)
+            for fd in home:
+                os.close(fd)
         if pid == 0:
             self._child(req, fds, sock, r, w, bpf)
         pidfd = self._pidfd.value
@@ -502,25 +522,28 @@ class _DirectFork:
         return {"error": said[len("error "):] if said.startswith("error ") else
                 "the interpreter ended without a word"}, -1
 
-    def _clone_into(self, init_pidfd, own):
-        """The clone, its pid namespace the sandbox's (init's); ours is our children's
-        again before this returns in the template, whatever happens."""
-        if _libc.setns(init_pidfd, CLONE_NEWPID) != 0:
-            raise _DirectUnusable("setns")  # nothing changed: two steps say why
+    def _clone_into(self, init_pidfd, home):
+        """The clone, made from inside the sandbox's namespaces (init's), so that the
+        interpreter is born in all of them: no moment where the sandbox sees a process of
+        its own in the host's mount or network namespace. We are back home before this
+        returns in the template, whatever happens. Between the two setns() the template
+        runs only the clone and the before- and after-fork handlers, and opens no path."""
+        if _libc.setns(init_pidfd, ENTER) != 0:
+            raise _DirectUnusable("setns")  # nothing changed (all or none): two steps say why
         try:
             pid = self._clone()
         except OSError as exc:
-            self._point_back(own, -1)
+            self._go_home(home, -1)
             if exc.errno not in (errno.ENOSYS, errno.EINVAL, errno.EPERM):
                 raise  # out of pids or memory: this call fails, as a fork() would
             self._broken = str(exc)  # refused here: for good
             os.write(2, f"harness_template: forking in two steps from now: {exc}\n".encode())
             raise _DirectUnusable(str(exc)) from None
         except BaseException:
-            self._point_back(own, -1)
+            self._go_home(home, -1)
             raise
         if pid != 0:
-            self._point_back(own, self._pidfd.value)
+            self._go_home(home, self._pidfd.value)
         return pid
 
 
