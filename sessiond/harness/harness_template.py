@@ -32,14 +32,15 @@ and the sandbox's pid 2.. like any other process there. In one step (the default
 template enters the sandbox's namespaces (its pid namespace for its children), clones
 the interpreter with CLONE_PARENT (its parent is sessiond) and CLONE_PIDFD, and goes
 back to its own, so that the interpreter is born in every namespace of the sandbox; it
-then joins the session's cgroups. clone3 is not fork(): what glibc's fork() does in the child (the thread's own
-tid, its robust-futex list) and Python's os.fork() does around it (PyOS_BeforeFork and
-the AfterFork calls, their at-fork handlers) is done here, and only while the template
-has a single thread, as glibc's fork() does in a single-threaded process but for
-pthread_atfork() handlers of C libraries, which are not run. Where that cannot be done
-(another thread, an unknown glibc, PADDOCK_TEMPLATE_DIRECT unset), it forks in two
-steps: a first child joins the cgroups and enters the namespaces, forks the interpreter
-and exits, and the interpreter is reparented to sessiond (a child subreaper).
+then joins the session's cgroups. clone3 is not fork(): what glibc's fork() does in the
+child (the thread's own tid, its robust-futex list) and Python's os.fork() does around
+it (PyOS_BeforeFork and the AfterFork calls, their at-fork handlers) is done here, and
+only while the template has a single thread, as glibc's fork() does in a
+single-threaded process but for pthread_atfork() handlers of C libraries, which are not
+run. Where that cannot be done (another thread, an unknown glibc, PADDOCK_TEMPLATE_DIRECT
+not 1, a kernel that refuses clone3), it forks in two steps: a first child joins the
+cgroups and enters the namespaces, forks the interpreter and exits, and the interpreter
+is reparented to sessiond (a child subreaper).
 The interpreter takes what init has, read from the sandbox's /proc: its resource limits,
 uid, gid, groups and umask; it drops every capability from its bounding set, changes
 its ids (which clears its capabilities), sets no_new_privs, installs the sandboxes'
