@@ -71,13 +71,31 @@ void interp_destroy(Interp *ip)
 	outbuf_clear(&ip->err_buf);
 }
 
-pid_t pidfd_host_pid(int pidfd)
+/* The last number of an "NSpid:" line: the innermost pid namespace's. */
+static pid_t innermost_pid(const char *p)
+{
+	pid_t last = -1;
+	char *end;
+
+	for (;;) {
+		long v = strtol(p, &end, 10);
+
+		if (end == p)
+			return last;
+		last = (pid_t)v;
+		p = end;
+	}
+}
+
+pid_t pidfd_host_pid(int pidfd, pid_t *ns_pid)
 {
 	char path[64], buf[1024];
 	_cleanup_close_ int fd = -1;
 	ssize_t n;
 	char *p;
 
+	if (ns_pid)
+		*ns_pid = -1;
 	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", pidfd);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -86,6 +104,8 @@ pid_t pidfd_host_pid(int pidfd)
 	if (n <= 0)
 		return -1;
 	buf[n] = '\0';
+	if (ns_pid && (p = strstr(buf, "\nNSpid:")))
+		*ns_pid = innermost_pid(p + 7);
 	p = strstr(buf, "\nPid:");
 	return p ? (pid_t)strtol(p + 5, NULL, 10) : -1;
 }
@@ -495,7 +515,7 @@ void interp_attach(Session *s, enum interp_kind kind, pid_t pid, int fds[4])
 	ip->out = fds[2];
 	ip->err = fds[3];
 	ip->ns_pid = pid;
-	ip->host_pid = interp_on_host(kind) ? pid : pidfd_host_pid(ip->pidfd);
+	ip->host_pid = interp_on_host(kind) ? pid : pidfd_host_pid(ip->pidfd, NULL);
 	for (int i = 1; i < 4; i++)
 		fcntl(fds[i], F_SETFL, fcntl(fds[i], F_GETFL) | O_NONBLOCK);
 	if (loop_add_fd(m->loop, ip->ctl, 0, on_interp_ctl, ip, &ip->ctl_src) < 0 ||

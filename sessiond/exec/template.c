@@ -182,43 +182,14 @@ static int send_call(Template *t, TemplateCall *c, Session *s)
 	return r;
 }
 
-/* pid as its own (the innermost) pid namespace numbers it, or -1. */
-static pid_t pid_in_namespace(pid_t pid)
-{
-	char path[64], line[256];
-	_cleanup_fclose_ FILE *f = NULL;
-	pid_t last = -1;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "re");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f)) {
-		char *p = line + 6, *end;
-
-		if (strncmp(line, "NSpid:", 6) != 0)
-			continue;
-		for (;;) {
-			long v = strtol(p, &end, 10);
-
-			if (end == p)
-				break;
-			last = (pid_t)v;
-			p = end;
-		}
-		break;
-	}
-	return last;
-}
-
 /*
- * The template answered with the interpreter's host pid, and with its pidfd and pid in
- * the sandbox when it cloned it in one step (else pidfd and ns_pid are -1): attach it as
- * init's would be.
+ * The template answered with the interpreter's host pid, and with its pidfd when it
+ * cloned it in one step (else pidfd is -1): attach it as init's would be.
  */
-static void call_started(Template *t, TemplateCall *c, pid_t pid, int pidfd, pid_t ns_pid)
+static void call_started(Template *t, TemplateCall *c, pid_t pid, int pidfd)
 {
 	Interp *ip = waiting_for(t, c->seq);
+	pid_t ns_pid = -1;
 	int fds[4];
 
 	t->forks[pidfd >= 0]++;
@@ -226,12 +197,10 @@ static void call_started(Template *t, TemplateCall *c, pid_t pid, int pidfd, pid
 	 * before its exit was looked at: a pidfd of it is of it. */
 	if (pidfd < 0)
 		pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	if (pidfd >= 0 && ns_pid <= 0)
-		ns_pid = pid_in_namespace(pid);
 	/* Our child from birth: one that exited before this answer was read may be reaped
 	 * already (by the daemon's SIGCHLD handler, as a child nobody watched), its pidfd
 	 * then of no process and its status gone. */
-	if (pidfd >= 0 && pidfd_host_pid(pidfd) != pid)
+	if (pidfd >= 0 && pidfd_host_pid(pidfd, &ns_pid) != pid)
 		ns_pid = -1;
 	if (!ip) {
 		pidfd_kill(pidfd); /* its session went meanwhile; the daemon reaps it */
@@ -287,7 +256,7 @@ static void on_ready(Template *t, json_object *msg)
 /* An answer to a fork; pidfd (-1 or the interpreter's) is ours to keep or close. */
 static void on_answer(Template *t, json_object *msg, int pidfd)
 {
-	int64_t seq = 0, pid = 0, ns_pid = -1;
+	int64_t seq = 0, pid = 0;
 	const char *err = NULL;
 	TemplateCall *c;
 
@@ -298,10 +267,7 @@ static void on_answer(Template *t, json_object *msg, int pidfd)
 		return;
 	}
 	if (json_in_int(msg, "pid", &pid) > 0 && pid > 1 && pid <= INT32_MAX) {
-		if (pidfd < 0 || json_in_int(msg, "ns_pid", &ns_pid) <= 0 || ns_pid < 1 ||
-		    ns_pid > INT32_MAX)
-			ns_pid = -1;
-		call_started(t, c, (pid_t)pid, pidfd, (pid_t)ns_pid);
+		call_started(t, c, (pid_t)pid, pidfd);
 		return;
 	}
 	safe_close(pidfd);

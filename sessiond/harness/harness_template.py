@@ -23,8 +23,8 @@ and then serves, one at a time,
 with the descriptors (SCM_RIGHTS), in order: the sandbox init's pidfd, the harness's
 control socket, the write ends of its stdout and stderr pipes, and the session cgroup's
 cgroup.procs files (one per hierarchy) opened for writing. The answer is
-  {"seq": N, "pid": <host pid>, "ns_pid": <its pid in the sandbox>}, with the
-  interpreter's pidfd (SCM_RIGHTS) when it was forked in one step,
+  {"seq": N, "pid": <host pid>}, with the interpreter's pidfd (SCM_RIGHTS) when it was
+  forked in one step,
 or {"seq": N, "error": "why"}.
 
 Either way the interpreter is sessiond's child, which reaps it and reads its exit status,
@@ -518,7 +518,7 @@ class _DirectFork:
         finally:
             os.close(r)
         if said.isdigit():
-            return {"pid": pid, "ns_pid": int(said)}, pidfd
+            return {"pid": pid}, pidfd
         os.close(pidfd)
         return {"error": said[len("error "):] if said.startswith("error ") else
                 "the interpreter ended without a word"}, -1
