@@ -35,6 +35,7 @@ typedef struct ToolCall {
 	char call_id[4 + 32 + 1];
 	char name[TOOL_NAME_MAX + 1];
 	uint64_t start_ms;
+	bool to_deadline; /* its time is the run's: its timeout is the run's deadline */
 } ToolCall;
 
 void tools_free(ToolSet *t)
@@ -336,8 +337,13 @@ static void tool_answer_http(Interp *ip, ToolCall *tc, const HttpResult *r)
 	char msg[4096];
 
 	if (!r->ok) {
-		snprintf(msg, sizeof(msg), "the tool call failed: %s",
-			 r->timed_out ? "the callback did not answer in time" : r->problem);
+		/* Cut to the run's deadline, the callback's time and the run's end together:
+		 * said as the deadline's interrupt says it, whichever timer the loop saw first. */
+		if (r->timed_out && tc->to_deadline)
+			snprintf(msg, sizeof(msg), "the call's time is up");
+		else
+			snprintf(msg, sizeof(msg), "the tool call failed: %s",
+				 r->timed_out ? "the callback did not answer in time" : r->problem);
 		goto error;
 	}
 	if (r->status < 200 || r->status > 299) {
@@ -528,6 +534,7 @@ void tool_call_start(Interp *ip, const char *line)
 	}
 	tc->run = run;
 	tc->start_ms = now;
+	tc->to_deadline = timeout < ip->s->tools->timeout_ms;
 	snprintf(tc->name, sizeof(tc->name), "%s", req_string(ev, "name"));
 	call_id_make(tc->call_id);
 	if (!tool_call_send(run, tc, input, timeout)) {
