@@ -440,9 +440,15 @@ def test_idle_session_is_reclaimed(stacks):
     sid = h["session_id"]
     st.session_ids.add(sid)
     assert h["idle_timeout_seconds"] == 1, h
-    c.run(sid, "x = 1")
-    name = st.sandbox_name(sid)
-    assert ps.cgroups_matching([name])
+    # Its cgroups are looked for while a call keeps it busy: a walk of the host's cgroup
+    # tree may take longer than its idle second on a slow host.
+    busy = threading.Thread(target=c.run, args=(sid, "import time\nx = 1\ntime.sleep(5)"))
+    busy.start()
+    try:
+        name = st.sandbox_name(sid)
+        assert ps.cgroups_matching([name])
+    finally:
+        busy.join()
     ps.wait_for(lambda: gone(c, sid), 15, "the idle session to be reclaimed")
     assert c.exec(sid, "code_execution", {"code": "print(x)"}).status_code == 404
     ps.wait_for(lambda: not ps.cgroups_matching([name]), 15, "the reclaimed session's cgroups to go")
