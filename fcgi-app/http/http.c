@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include "cleanup.h"
 #include "io.h"
 #include "json.h"
+#include "log.h"
 
 #define DRAIN_MAX (1 << 20) /* unread body we read away to keep a connection */
 
@@ -110,12 +112,29 @@ const char *http_param(const HttpReq *h, const char *name)
 	return FCGX_GetParam(name, h->fcgi->envp);
 }
 
+/* One system call per 8 KiB was most of a large upload's cost in the worker. A libfcgi
+ * whose stream is not the one expected keeps its own reads; the log says so once. */
+static void reader_enlarge_once(HttpReq *h)
+{
+	static atomic_bool told;
+	int r = http_reader_enlarge(h->fcgi, HTTP_LARGE_READ);
+
+	if (r == -EPROTO && !atomic_exchange(&told, true))
+		log_warn("libfcgi's request stream is not laid out as expected: large bodies are "
+			 "read 8 KiB at a time");
+}
+
 ssize_t http_read(HttpReq *h, void *buf, size_t len)
 {
 	int n;
 
 	if (h->body_eof || len == 0)
 		return 0;
+	if (!h->body_started) {
+		h->body_started = true;
+		if (h->content_length >= HTTP_LARGE_BODY)
+			reader_enlarge_once(h);
+	}
 	if (len > INT32_MAX)
 		len = INT32_MAX;
 	n = FCGX_GetStr(buf, (int)len, h->fcgi->in);

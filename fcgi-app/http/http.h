@@ -21,6 +21,7 @@ typedef struct HttpReq {
 	const char *content_type; /* CONTENT_TYPE, "" when absent */
 	int64_t content_length;	  /* CONTENT_LENGTH, -1 when absent or unparseable */
 	bool body_eof;		  /* stdin was read to its end */
+	bool body_started;	  /* the body's first read was made */
 	int status;		  /* the status sent, 0 before the head */
 	bool sse;		  /* the body is an event stream (sse_begin) */
 } HttpReq;
@@ -31,8 +32,16 @@ void http_done(HttpReq *h);
 /* A FastCGI param, or NULL. */
 const char *http_param(const HttpReq *h, const char *name);
 
-/* Read up to len body bytes: > 0 read, 0 at the end, -EIO on a broken stream. */
+/* Read up to len body bytes: > 0 read, 0 at the end, -EIO on a broken stream. A body of
+ * HTTP_LARGE_BODY bytes or more is read from the socket HTTP_LARGE_READ at a time. */
 ssize_t http_read(HttpReq *h, void *buf, size_t len);
+#define HTTP_LARGE_BODY (1 << 20)
+#define HTTP_LARGE_READ (256 * 1024)
+
+/* Have libfcgi read req's stdin from its socket into a buffer of size bytes instead of
+ * its own 8 KiB (reader.c says how). 0 when done or not needed; -EPROTO when the stream
+ * is not laid out as expected (then it is left as it was); -ENOMEM, -EINVAL. */
+int http_reader_enlarge(FCGX_Request *req, size_t size);
 
 /*
  * Read the whole body into *ret (owned, NUL-terminated). -EFBIG as soon as it is

@@ -38,6 +38,20 @@ def test_put_then_get_roundtrip(client, sid):
     assert r.stdout == hashlib.sha256(data).hexdigest() + "\n"
 
 
+@pytest.mark.parametrize("path_first", [False, True])
+def test_a_large_upload_arrives_byte_for_byte(client, sid, path_first):
+    """A body of a MiB or more is read from nginx in large reads (http_reader_enlarge): the
+    file, with delimiter-like runs placed at many offsets, arrives whole and unchanged."""
+    data = bytearray(secrets.token_bytes(5 * MiB + 4321))
+    for off in range(1000, len(data) - 64, 65521):
+        data[off:off + 24] = b"\r\n--\r\n\r\n--paddock\r\n--"
+    data = bytes(data)
+    put_ok(client, sid, data, path="big/up.bin", path_first=path_first)
+    r = client.run(sid, "import hashlib\nprint(hashlib.sha256(open('big/up.bin','rb').read()).hexdigest())")
+    assert r.stdout == hashlib.sha256(data).hexdigest() + "\n"
+    assert client.get_file(sid, "big/up.bin").content == data
+
+
 def test_put_accepts_absolute_workspace_paths(client, sid):
     assert put_ok(client, sid, b"abs", path="/workspace/abs.txt")["path"] == "abs.txt"
     assert client.get_file(sid, "/workspace/abs.txt").content == b"abs"
