@@ -4,7 +4,9 @@
 For each tier (native Python, kernel Python, JavaScript; the endpoint tier when a
 Jupyter Server is configured) through nginx on /v2/code/execute:
   cold   a one-off `1+1` on a stack with no warm pools (sandbox + interpreter start)
-  warm   a one-off `1+1` on a stack whose pools hold that tier ready
+  warm   a one-off `1+1` on a stack whose pools hold that tier ready; on the kernel tier
+         (the one that returns figures) also a one-off matplotlib plot: a line, shown, its
+         PNG back as display_data
   exec   `1+1` in an existing session
 and, measured in the same run, Debian's jupyter_client driving a plain ipykernel on the
 host (no sandbox): kernel start to first reply, and `1+1` in a running kernel.
@@ -71,8 +73,16 @@ def wait_probe(port):
         h.close()
 
 
-def one_offs(port, language, n, settle=None):
-    """n one-off 1+1 runs; settle() is called before each (waits for the pool to refill)."""
+PLOT = "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.show()"
+
+
+def _has_png(d):
+    return any("image/png" in (o.get("data") or {}) for o in d["outputs"])
+
+
+def one_offs(port, language, n, settle=None, plot=False):
+    """n one-off runs of 1+1 (or of a matplotlib plot, which must come back as a PNG);
+    settle() is called before each (waits for the pool to refill)."""
     wait_probe(port)
     h = CodeHttp(port)
     out = []
@@ -81,9 +91,9 @@ def one_offs(port, language, n, settle=None):
             if settle:
                 settle()
             t = time.perf_counter()
-            d = h.execute({"language": language, "code": "1+1"})
+            d = h.execute({"language": language, "code": PLOT if plot else "1+1"})
             out.append(time.perf_counter() - t)
-            assert _result(d) == "2", d
+            assert _has_png(d) if plot else _result(d) == "2", str(d)[:300]
     finally:
         h.close()
     return out
