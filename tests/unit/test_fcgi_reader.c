@@ -32,6 +32,8 @@ struct wire {
 
 static void wire_put(struct wire *w, const void *p, size_t n)
 {
+	if (n == 0) /* an empty record's content: NULL, and memcpy() may not be given NULL */
+		return;
 	if (w->len + n > w->cap) {
 		w->cap = (w->len + n) * 2;
 		w->buf = realloc(w->buf, w->cap);
