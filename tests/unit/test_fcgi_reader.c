@@ -134,6 +134,8 @@ static void read_back(const unsigned char *body, const size_t *sizes, size_t pre
 	static const int chunks[] = { 1, 4093, 65536, 300000, 17, 8192, 131071 };
 	struct wire w = { 0 };
 	FCGX_Request req;
+	FCGX_Stream *in;
+	unsigned char *rd, *stop;
 	unsigned char *got = malloc(BODY_LEN + 1);
 	size_t have = 0;
 	int lfd, client, r, ci = 0;
@@ -149,7 +151,17 @@ static void read_back(const unsigned char *body, const size_t *sizes, size_t pre
 
 	r = http_reader_enlarge(&req, HTTP_LARGE_READ);
 	CHECK_EQ_INT(r, 0);
+	rd = req.in->rdNext;
+	stop = req.in->stop;
 	CHECK_EQ_INT(http_reader_enlarge(&req, HTTP_LARGE_READ), 0); /* already that large */
+	CHECK(req.in->rdNext == rd && req.in->stop == stop);
+	/* A writer is not a reader: refused, untouched. */
+	in = req.in;
+	req.in = req.out;
+	rd = req.out->wrNext;
+	CHECK_EQ_INT(http_reader_enlarge(&req, 2 * HTTP_LARGE_READ), -EPROTO);
+	CHECK(req.out->wrNext == rd);
+	req.in = in;
 	if (check_reads) {
 		/* Byte by byte through what libfcgi had read already: the first byte that
 		 * needs the socket is one read of the enlarged size, from a socket that holds
@@ -174,6 +186,11 @@ static void read_back(const unsigned char *body, const size_t *sizes, size_t pre
 	CHECK_EQ_INT(have, BODY_LEN);
 	CHECK(have == BODY_LEN && memcmp(got, body, BODY_LEN) == 0);
 	CHECK_EQ_INT(FCGX_GetError(req.in), 0);
+	/* Read to its end, the stream is closed: refused, untouched. */
+	rd = req.in->rdNext;
+	stop = req.in->stop;
+	CHECK_EQ_INT(http_reader_enlarge(&req, 2 * HTTP_LARGE_READ), -EPROTO);
+	CHECK(req.in->rdNext == rd && req.in->stop == stop);
 	/* Gone first: libfcgi's close waits up to 2 s for its peer to hang up. */
 	close(client);
 	FCGX_Finish_r(&req);
