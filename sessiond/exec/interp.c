@@ -505,7 +505,8 @@ static void on_interp_pipe(Loop *l, int fd, uint32_t events, void *data)
 	}
 }
 
-void interp_attach(Session *s, enum interp_kind kind, pid_t pid, int fds[4])
+/* interp_attach() with both pids known. */
+static void attach_pids(Session *s, enum interp_kind kind, pid_t ns_pid, pid_t host_pid, int fds[4])
 {
 	Manager *m = s->m;
 	Interp *ip = &s->interps[kind];
@@ -514,8 +515,8 @@ void interp_attach(Session *s, enum interp_kind kind, pid_t pid, int fds[4])
 	ip->ctl = fds[1];
 	ip->out = fds[2];
 	ip->err = fds[3];
-	ip->ns_pid = pid;
-	ip->host_pid = interp_on_host(kind) ? pid : pidfd_host_pid(ip->pidfd, NULL);
+	ip->ns_pid = ns_pid;
+	ip->host_pid = host_pid;
 	for (int i = 1; i < 4; i++)
 		fcntl(fds[i], F_SETFL, fcntl(fds[i], F_GETFL) | O_NONBLOCK);
 	if (loop_add_fd(m->loop, ip->ctl, 0, on_interp_ctl, ip, &ip->ctl_src) < 0 ||
@@ -530,6 +531,11 @@ void interp_attach(Session *s, enum interp_kind kind, pid_t pid, int fds[4])
 		  ip->host_pid);
 	/* The run waits for the probe's answer, so the deadline excludes start-up. */
 	interp_probe(ip);
+}
+
+void interp_attach(Session *s, enum interp_kind kind, pid_t pid, int fds[4])
+{
+	attach_pids(s, kind, pid, interp_on_host(kind) ? pid : pidfd_host_pid(fds[0], NULL), fds);
 }
 
 static void on_host_exit(Loop *l, int fd, uint32_t events, void *data)
@@ -627,12 +633,13 @@ static void init_adopt(Session *s, enum interp_kind kind, pid_t ns_pid, const in
 			 s->id, interp_kind_name(kind));
 }
 
-void interp_attach_forked(Session *s, enum interp_kind kind, pid_t ns_pid, int fds[4])
+void interp_attach_forked(Session *s, enum interp_kind kind, pid_t ns_pid, pid_t host_pid,
+			  int fds[4])
 {
 	Interp *ip = &s->interps[kind];
 
 	init_adopt(s, kind, ns_pid, fds);
-	interp_attach(s, kind, ns_pid, fds);
+	attach_pids(s, kind, ns_pid, host_pid, fds);
 	if (ip->state != INTERP_DEAD) {
 		ip->forked = true;
 		interp_watch_exit(ip);

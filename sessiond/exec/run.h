@@ -96,8 +96,10 @@ const char *const *interp_sandbox_env(void);
 int interp_spawn_by_init(Session *s, enum interp_kind kind);
 /* An interpreter forked into the sandbox from outside (the template), which is the
  * daemon's child: attached, its exit watched through its pidfd, and init told to keep it
- * (INIT_ADOPT) for a restart of the daemon. fds: pidfd, ctl, out, err (taken). */
-void interp_attach_forked(Session *s, enum interp_kind kind, pid_t ns_pid, int fds[4]);
+ * (INIT_ADOPT) for a restart of the daemon. fds: pidfd, ctl, out, err (taken); its pids as
+ * the caller read them from the pidfd. */
+void interp_attach_forked(Session *s, enum interp_kind kind, pid_t ns_pid, pid_t host_pid,
+			  int fds[4]);
 /* The host pid of pidfd's process, or -1 once it is reaped (or on error); its pid in its
  * own (innermost) pid namespace in *ns_pid unless NULL, -1 if unknown. */
 pid_t pidfd_host_pid(int pidfd, pid_t *ns_pid);

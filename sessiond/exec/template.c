@@ -220,7 +220,7 @@ static void call_started(Template *t, TemplateCall *c, pid_t pid, int pidfd)
 	memcpy(fds + 1, c->mine, sizeof(c->mine));
 	c->mine[0] = c->mine[1] = c->mine[2] = -1;
 	call_end(t, c);
-	interp_attach_forked(ip->s, ip->kind, ns_pid, fds);
+	interp_attach_forked(ip->s, ip->kind, ns_pid, pid, fds);
 }
 
 static TemplateCall *call_by_seq(Template *t, uint32_t seq)
