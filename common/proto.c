@@ -11,6 +11,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "fdpass.h"
+
 void proto_header_encode(uint8_t hdr[PROTO_HEADER_SIZE], uint8_t type, uint32_t len)
 {
 	hdr[0] = len & 0xff;
@@ -96,25 +98,6 @@ int proto_write_frame(int fd, uint8_t type, const void *payload, size_t len, con
 	return 0;
 }
 
-static void take_fds(struct msghdr *msg, ProtoFrame *f)
-{
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(msg); c; c = CMSG_NXTHDR(msg, c)) {
-		size_t n;
-		int *in;
-
-		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-			continue;
-		n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		in = (int *)CMSG_DATA(c);
-		for (size_t i = 0; i < n; i++) {
-			if (f->nfds < PROTO_MAX_FDS)
-				f->fds[f->nfds++] = in[i];
-			else
-				close(in[i]);
-		}
-	}
-}
-
 /* Read exactly len bytes, collecting any descriptors that arrive. */
 static int read_full(int fd, void *buf, size_t len, ProtoFrame *f, bool eof_ok)
 {
@@ -137,7 +120,7 @@ static int read_full(int fd, void *buf, size_t len, ProtoFrame *f, bool eof_ok)
 				continue;
 			return -errno;
 		}
-		take_fds(&msg, f);
+		cmsg_take_fds(&msg, f->fds, &f->nfds, PROTO_MAX_FDS);
 		if (r == 0)
 			return (got == 0 && eof_ok) ? -ECONNRESET : -EPIPE;
 		got += (size_t)r;
@@ -256,20 +239,13 @@ static int reader_fill(ProtoReader *rd, int fd)
 				      .msg_iovlen = 1,
 				      .msg_control = cbuf.buf,
 				      .msg_controllen = sizeof(cbuf.buf) };
-		ProtoFrame got = { .fds = { -1, -1, -1, -1 } };
 		ssize_t r = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
 
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0)
 			return -errno;
-		take_fds(&msg, &got);
-		for (size_t i = 0; i < got.nfds; i++) {
-			if (rd->nfds < PROTO_MAX_FDS)
-				rd->fds[rd->nfds++] = got.fds[i];
-			else
-				close(got.fds[i]);
-		}
+		cmsg_take_fds(&msg, rd->fds, &rd->nfds, PROTO_MAX_FDS);
 		if (r == 0)
 			return rd->len == 0 ? -ECONNRESET : -EPIPE;
 		rd->len += (size_t)r;

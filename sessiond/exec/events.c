@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fdpass.h"
 #include "init/init_steps.h"
 #include "log.h"
 #include "run.h"
@@ -184,26 +185,6 @@ static void adoption_done(Session *s)
 		run_retry_start(run);
 }
 
-static void take_fds(struct msghdr *mh, int *fds, size_t *nfds)
-{
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c)) {
-		size_t n;
-
-		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-			continue;
-		n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		for (size_t i = 0; i < n; i++) {
-			int fd;
-
-			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-			if (*nfds < 4)
-				fds[(*nfds)++] = fd;
-			else
-				close(fd);
-		}
-	}
-}
-
 void init_on_event(Loop *l, int fd, uint32_t events, void *data)
 {
 	Session *s = data;
@@ -235,7 +216,7 @@ void init_on_event(Loop *l, int fd, uint32_t events, void *data)
 			}
 			return;
 		}
-		take_fds(&mh, fds, &nfds);
+		cmsg_take_fds(&mh, fds, &nfds, ARRAY_SIZE(fds));
 		if ((size_t)n < sizeof(msg)) {
 			for (size_t i = 0; i < nfds; i++)
 				close(fds[i]);

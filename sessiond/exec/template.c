@@ -26,6 +26,7 @@
 #include "cleanup.h"
 #include "clone.h"
 #include "clock.h"
+#include "fdpass.h"
 #include "json.h"
 #include "list.h"
 #include "log.h"
@@ -310,25 +311,12 @@ static ssize_t template_recv(int sock, char *buf, size_t len, int *fd)
 			     .msg_control = cm.buf,
 			     .msg_controllen = sizeof(cm.buf) };
 	ssize_t n = recvmsg(sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	size_t kept = 0;
 
 	*fd = -1;
 	if (n < 0)
 		return -errno;
-	for (struct cmsghdr *h = CMSG_FIRSTHDR(&mh); h; h = CMSG_NXTHDR(&mh, h)) {
-		size_t nfds = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-
-		if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS)
-			continue;
-		for (size_t i = 0; i < nfds; i++) {
-			int got;
-
-			memcpy(&got, CMSG_DATA(h) + i * sizeof(int), sizeof(int));
-			if (*fd < 0)
-				*fd = got;
-			else
-				close(got);
-		}
-	}
+	cmsg_take_fds(&mh, fd, &kept, 1);
 	return n;
 }
 

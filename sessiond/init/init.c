@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "fdpass.h"
 #include "init_proto.h"
 #include "init_steps.h"
 #include "sandbox_layout.h"
@@ -514,19 +515,7 @@ static void handle_request(Init *in)
 		return;
 	}
 	/* Only INIT_ADOPT takes fds (up to 3); any others that came along are closed. */
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-			continue;
-		for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
-			int fd;
-
-			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-			if (nfds < ARRAY_SIZE(fds))
-				fds[nfds++] = fd;
-			else
-				close(fd);
-		}
-	}
+	cmsg_take_fds(&mh, fds, &nfds, ARRAY_SIZE(fds));
 	memcpy(&req, in->buf, (size_t)n < sizeof(req) ? (size_t)n : sizeof(req));
 	if (((size_t)n < sizeof(req) || (mh.msg_flags & MSG_TRUNC) || req.op != INIT_ADOPT) &&
 	    nfds > 0) {

@@ -36,6 +36,7 @@
 
 #include "cleanup.h"
 #include "clone.h"
+#include "fdpass.h"
 #include "sandbox_internal.h"
 
 /* How long the daemon waits for room in the spawner's queue: it takes a request a clone's
@@ -76,31 +77,6 @@ static void close_all(int *fds, size_t n)
 		fds[i] = safe_close(fds[i]);
 }
 
-/* The fds of a control message, into fds (at most max; the rest closed): how many came. */
-static size_t take_fds(struct msghdr *mh, int *fds, size_t max)
-{
-	size_t n = 0;
-
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c)) {
-		const unsigned char *data = CMSG_DATA(c);
-		size_t k;
-
-		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-			continue;
-		k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		for (size_t i = 0; i < k; i++, n++) {
-			int fd;
-
-			memcpy(&fd, data + i * sizeof(int), sizeof(int));
-			if (n < max)
-				fds[n] = fd;
-			else
-				close(fd);
-		}
-	}
-	return n;
-}
-
 /* Everything below, up to spawner_start(), runs in the spawner. */
 
 /* clone3 with the daemon as the child's parent. The exit signal is the spawner's own
@@ -139,7 +115,7 @@ static int recv_request(int sock, struct spawn_request *req, int fds[REQ_FDS])
 			     .msg_control = ctl.buf,
 			     .msg_controllen = sizeof(ctl.buf) };
 	ssize_t n;
-	size_t nfds;
+	size_t kept = 0, nfds;
 
 	do
 		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
@@ -148,7 +124,8 @@ static int recv_request(int sock, struct spawn_request *req, int fds[REQ_FDS])
 		return n == 0 ? 0 : -errno;
 	for (size_t i = 0; i < REQ_FDS; i++)
 		fds[i] = -1;
-	nfds = take_fds(&mh, fds, REQ_FDS);
+	/* How many came, not how many fit: a request with too many is refused. */
+	nfds = cmsg_take_fds(&mh, fds, &kept, REQ_FDS);
 	req->args.id[sizeof(req->args.id) - 1] = '\0';
 	if ((size_t)n != sizeof(*req) || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
 	    !request_valid(req, nfds)) {
@@ -441,6 +418,7 @@ int spawner_reply(int sync_fd, int timeout_ms, pid_t *pid, int *pidfd)
 			     .msg_controllen = sizeof(ctl.buf) };
 	struct pollfd p = { .fd = sync_fd, .events = POLLIN };
 	int fd = -1, r;
+	size_t kept = 0;
 	ssize_t n;
 
 	if (timeout_ms > 0) {
@@ -459,8 +437,8 @@ int spawner_reply(int sync_fd, int timeout_ms, pid_t *pid, int *pidfd)
 	/* EOF: the spawner died, or dropped the request, before it cloned. */
 	if (n == 0)
 		return -ECONNABORTED;
-	if (take_fds(&mh, &fd, 1) > 1 || (size_t)n != sizeof(rep) || (rep.pid > 0) != (fd >= 0) ||
-	    (rep.pid <= 0 && rep.err <= 0)) {
+	if (cmsg_take_fds(&mh, &fd, &kept, 1) > 1 || (size_t)n != sizeof(rep) ||
+	    (rep.pid > 0) != (fd >= 0) || (rep.pid <= 0 && rep.err <= 0)) {
 		safe_close(fd);
 		return -EPROTO;
 	}
