@@ -442,13 +442,19 @@ def test_idle_session_is_reclaimed(stacks):
     assert h["idle_timeout_seconds"] == 1, h
     # Its cgroups are looked for while a call keeps it busy: a walk of the host's cgroup
     # tree may take longer than its idle second on a slow host.
-    busy = threading.Thread(target=c.run, args=(sid, "import time\nx = 1\ntime.sleep(5)"))
+    # The call outlasts the idle second several times over: a session is idle only
+    # between calls, so the call must finish rather than be cut off by the reclaim.
+    busy_result = []
+    busy = threading.Thread(target=lambda: busy_result.append(
+        c.run(sid, "import time\nx = 1\ntime.sleep(5)\nprint('slept')")))
     busy.start()
     try:
         name = st.sandbox_name(sid)
         assert ps.cgroups_matching([name])
     finally:
         busy.join()
+    assert len(busy_result) == 1
+    assert busy_result[0].rc == 0 and busy_result[0].stdout == "slept\n", busy_result[0]
     ps.wait_for(lambda: gone(c, sid), 15, "the idle session to be reclaimed")
     assert c.exec(sid, "code_execution", {"code": "print(x)"}).status_code == 404
     ps.wait_for(lambda: not ps.cgroups_matching([name]), 15, "the reclaimed session's cgroups to go")
