@@ -157,9 +157,6 @@ static int send_call(Template *t, TemplateCall *c, Session *s)
 	json_set(req, "env", env);
 	json_set(req, "cwd", json_object_new_string(SANDBOX_WORKSPACE));
 	json_set(req, "lib_dir", json_object_new_string(SANDBOX_LIB_DIR));
-	/* Built ahead of need: the interpreter starts under SCHED_IDLE, as init's would. */
-	if (s->cpu_background)
-		json_set(req, "idle", json_object_new_boolean(true));
 	txt = json_render(req, &len);
 	if (!txt || json_incomplete(req))
 		return -ENOMEM;

@@ -19,9 +19,7 @@ or, when its harness cannot be imported (the kernel tier without IPython),
   {"ready": false, "why": "..."}  and exits.
 and then serves, one at a time,
   {"op": "fork", "seq": N, "env": ["K=V", ...], "cwd": "/workspace",
-   "lib_dir": "/opt/paddock" (where the sandbox has the harness),
-   "idle": true (optional: a sandbox built ahead of need, whose interpreter starts under
-   SCHED_IDLE; sessiond moves it back once the sandbox is handed out)}
+   "lib_dir": "/opt/paddock" (where the sandbox has the harness)}
 with the descriptors (SCM_RIGHTS), in order: the sandbox init's pidfd, the harness's
 control socket, the write ends of its stdout and stderr pipes, and the session cgroup's
 cgroup.procs files (one per hierarchy) opened for writing. The answer is
@@ -328,14 +326,6 @@ def _become_interpreter(req, ctl, out, err, bpf):
 
 # ---------------------------------------------------------------- a fork
 
-def _idle_if_asked(req):
-    """A sandbox built ahead of need: from here on, until sessiond hands it out, the
-    interpreter yields the CPU to any other task that wakes. Only after the cgroup joins:
-    they hold a lock of the kernel's that every fork on the host waits for."""
-    if req.get("idle") is True:
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-
-
 def _enter_and_fork(req, fds, report_fd, bpf):
     """The first child: into the session's cgroups and namespaces, then fork the
     interpreter (in the sandbox's pid namespace) and say its host pid."""
@@ -343,7 +333,6 @@ def _enter_and_fork(req, fds, report_fd, bpf):
     for fd in procs:
         os.write(fd, b"0")
         os.close(fd)
-    _idle_if_asked(req)
     _check(_libc.setns(pidfd, ENTER), "entering the sandbox's namespaces")
     os.close(pidfd)
     child = os.fork()
@@ -475,7 +464,6 @@ class _DirectFork:
             for fd in procs:
                 os.write(fd, b"0")
                 os.close(fd)
-            _idle_if_asked(req)
             os.write(w, f"{os.getpid()}\n".encode())
             os.close(w)
         except BaseException as exc:

@@ -109,7 +109,7 @@ int adopt_session(Manager *m, const SessionRow *row)
 	snprintf(s->rid, sizeof(s->rid), "%s", row_rid(row));
 	s->uid = row->uid;
 	/* The daemon before may have handed it out while it started, at the least weight. */
-	s->cpu_background = s->sched_idle = true;
+	s->cpu_background = true;
 	s->created_at = row->created_at;
 	s->last_activity_at = row->last_activity_at;
 	s->idle_timeout = row->idle_timeout;

@@ -57,7 +57,7 @@ int build_start(Manager *m, Session *s, SandboxPending *p, bool background)
 	if (r < 0)
 		uid_release(m, s->uid);
 	else
-		s->cpu_background = s->sched_idle = background;
+		s->cpu_background = background;
 	return r;
 }
 

@@ -1103,54 +1103,6 @@ int sandbox_cpu_weight(SandboxEnv *env, const char *id, int64_t weight)
 	return cg_write_i64(dir, cpu_weight_file(env->v2), v);
 }
 
-/* Passes over a sandbox's tasks: one forked by a task still idle during a pass is idle too. */
-#define SCHED_PASSES 4
-
-/* One pass over the task file at path: each task still under SCHED_IDLE moved to the
- * default policy. How many were moved, or -errno. */
-static int sched_pass(const char *path)
-{
-	_cleanup_fclose_ FILE *f = fopen(path, "re");
-	struct sched_param p = { 0 };
-	long tid;
-	int moved = 0;
-
-	if (!f)
-		return -errno;
-	while (fscanf(f, "%ld", &tid) == 1) {
-		/* Only a task idle now: the tid of one that exited meanwhile may name another. */
-		if (tid <= 0 || sched_getscheduler((pid_t)tid) != SCHED_IDLE)
-			continue;
-		if (sched_setscheduler((pid_t)tid, SCHED_OTHER, &p) == 0)
-			moved++;
-	}
-	return moved;
-}
-
-int sandbox_sched_foreground(SandboxEnv *env, const char *id)
-{
-	/* Every task is in each hierarchy's cgroup; v2 lists threads in cgroup.threads. */
-	const CgroupHier *h = env->v2 ? &env->hier[0] : hier_with(env, CG_PIDS);
-	char dir[PATH_MAX], path[PATH_MAX];
-	int r, moved = 0;
-
-	if (!h)
-		return -ENOENT;
-	r = cgroup_dir(h, id, dir, sizeof(dir));
-	if (r < 0)
-		return r;
-	if (snprintf(path, sizeof(path), "%s/%s", dir, env->v2 ? "cgroup.threads" : "tasks") >=
-	    (int)sizeof(path))
-		return -ENAMETOOLONG;
-	for (int pass = 0; pass < SCHED_PASSES; pass++) {
-		r = sched_pass(path);
-		if (r <= 0)
-			return r < 0 ? r : moved;
-		moved += r;
-	}
-	return -EAGAIN;
-}
-
 void sandbox_env_remove_cgroup_parent(SandboxEnv *env)
 {
 	for (size_t i = 0; i < env->n_hier; i++) {

@@ -100,24 +100,6 @@ static int exec_in_child(struct child_args *a)
 	return -errno;
 }
 
-/*
- * A sandbox built ahead of need (the warm pool) runs init, and whatever init starts, under
- * SCHED_IDLE until it is handed out: any other task that wakes preempts it at once, in
- * whatever cgroup either is, so a refill does not hold up the calls of the sessions in
- * use. A weight (its cgroup's) does not do that: it divides time between cgroups side by
- * side, and a waking task still waits its turn. Set last, after the mounts and cgroup
- * joins, so that the child never waits for a CPU holding a lock of the kernel's that the
- * rest of the host needs.
- */
-static int sched_in_child(struct child_args *a)
-{
-	struct sched_param p = { 0 };
-
-	if (!a->limits.cpu_background)
-		return 0;
-	return sched_setscheduler(0, SCHED_IDLE, &p) < 0 ? -errno : 0;
-}
-
 struct child_step {
 	enum sandbox_step step;
 	int (*run)(struct child_args *a);
@@ -156,7 +138,6 @@ static const struct child_step child_checklist[] = {
 	{ STEP_SETUID, setuid_in_child },
 	{ STEP_CAPS_VERIFY, caps_verify_in_child },
 	{ STEP_NO_NEW_PRIVS, no_new_privs_in_child },
-	{ STEP_SCHED_IDLE, sched_in_child },
 	{ STEP_SECCOMP, seccomp_in_child }, /* the prepared BPF filter is installed here */
 	{ STEP_EXEC, exec_in_child },
 };

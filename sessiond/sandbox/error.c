@@ -60,7 +60,6 @@ static const char *const step_names[STEP_MAX] = {
 	[STEP_SETUID] = "setresuid",
 	[STEP_CAPS_VERIFY] = "verify no capabilities",
 	[STEP_NO_NEW_PRIVS] = "no_new_privs",
-	[STEP_SCHED_IDLE] = "SCHED_IDLE",
 	[STEP_SECCOMP] = "seccomp",
 	[STEP_EXEC] = "exec paddock-init",
 };

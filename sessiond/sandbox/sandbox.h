@@ -19,9 +19,7 @@ typedef struct SandboxLimits {
 	int64_t workspace_bytes; /* size of the /workspace file system */
 	int64_t tmp_bytes;	 /* size of the /tmp tmpfs */
 	int64_t nofile;		 /* RLIMIT_NOFILE */
-	bool cpu_background;	 /* the least CPU weight, until sandbox_cpu_foreground(); and
-				  * init, with all it starts, under SCHED_IDLE until
-				  * sandbox_sched_foreground() */
+	bool cpu_background;	 /* the least CPU weight, until sandbox_cpu_foreground() */
 	bool egress;		 /* a veth with a default route (needs the env's egress pool) */
 	size_t runtime;		 /* the tree it runs on: 0 the host's, i runtime profile i's */
 } SandboxLimits;
@@ -188,10 +186,6 @@ int sandbox_cpu_foreground(SandboxEnv *env, const char *id);
  * same proportion of cpu.shares (x 1024 / 100, within 2..262144). 0 without a cpu
  * controller; -EINVAL for a weight outside 1..10000. */
 int sandbox_cpu_weight(SandboxEnv *env, const char *id, int64_t weight);
-/* Every task of a sandbox built with SandboxLimits.cpu_background that still runs under
- * SCHED_IDLE back under the default policy: someone uses it now. How many were moved, or
- * -errno (-EAGAIN: idle tasks kept appearing, pass after pass). */
-int sandbox_sched_foreground(SandboxEnv *env, const char *id);
 
 /* Read the session cgroup's counters. */
 int sandbox_usage(SandboxEnv *env, const char *id, SandboxUsage *ret);

@@ -123,7 +123,6 @@ struct Session {
 	char rid[SESSION_ID_MAX + 1]; /* what its cgroup and workspace are named after */
 	bool pooled;		      /* ready in a warm pool, not yet handed out */
 	bool cpu_background;	      /* its cgroup may have the least CPU weight */
-	bool sched_idle;	      /* its tasks may run under SCHED_IDLE */
 	char *tenant;		      /* NULL when none */
 	uid_t uid;
 	double created_at, last_activity_at;

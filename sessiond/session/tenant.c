@@ -186,32 +186,12 @@ int session_cpu_weight_write(Session *s)
 							 tenant_count(m->tenants, s->tenant)));
 }
 
-/*
- * A sandbox handed out has its tasks under the default policy again. An interpreter forked
- * for it while it was idle moves itself to SCHED_IDLE as it starts, which may be after
- * this pass: until every one has answered, the next settle passes again.
- */
-static void sched_foreground(Session *s)
-{
-	int r = sandbox_sched_foreground(s->m->env, s->rid);
-
-	if (r < 0)
-		log_warn("SESSION_ID=%s cannot restore its scheduling policy: %s", s->id,
-			 strerror(-r));
-	for (int k = 0; k < INTERP_KIND_COUNT; k++)
-		if (s->interps[k].state == INTERP_STARTING)
-			return;
-	s->sched_idle = false;
-}
-
 /* The weight of a sandbox in use (the default, or its tenant's share), once someone may be
  * waiting on it: its interpreter answered after it was handed out, or a call came. */
 void session_cpu_foreground(Session *s)
 {
 	int r;
 
-	if (s->sched_idle && !s->pooled)
-		sched_foreground(s);
 	if (!s->cpu_background)
 		return;
 	s->cpu_background = false;

@@ -45,7 +45,7 @@ int tenant_session_join(Session *s, const char *tenant);
  * when that changes. Its tenant string stays the caller's to free. */
 void tenant_session_leave(Session *s);
 /* The weight of a sandbox in use, for one built at the least (SandboxLimits.cpu_background),
- * once someone may be waiting on it; and, handed out, its tasks back from SCHED_IDLE. */
+ * once someone may be waiting on it. */
 void session_cpu_foreground(Session *s);
 /* Write s's CPU weight for when it is in use: its tenant's share, or the default weight
  * without a tenant. -errno from the cgroup write. */

@@ -4,7 +4,6 @@
 import contextlib
 import os
 import re
-import signal
 import threading
 import time
 
@@ -338,35 +337,6 @@ def cpu_weight(name):
         return f.read().strip(), WEIGHTS[knob]
 
 
-def sandbox_policies(name):
-    """{tid: scheduling policy} of every task in the sandbox's cgroup (the pids one)."""
-    for d in ps.cgroups_matching([name]):
-        for listing in ("tasks", "cgroup.threads"):
-            path = os.path.join(d, listing)
-            if os.path.basename(d) == name and os.path.exists(path):
-                out = {}
-                with open(path) as f:
-                    for tid in map(int, f.read().split()):
-                        try:
-                            out[tid] = os.sched_getscheduler(tid)
-                        except ProcessLookupError:
-                            pass  # gone meanwhile
-                return out
-    raise AssertionError(f"no cgroup lists the tasks of {name}")
-
-
-# What a call reports of itself, a thread of its own and a process it starts: each runs
-# under the default policy (0), none under SCHED_IDLE (5).
-POLICY_CODE = (
-    "import os, subprocess, sys, threading\n"
-    "seen = []\n"
-    "t = threading.Thread(target=lambda: seen.append(os.sched_getscheduler(0)))\n"
-    "t.start(); t.join()\n"
-    "child = subprocess.run([sys.executable, '-c', 'import os; print(os.sched_getscheduler(0))'],\n"
-    "                       capture_output=True, text=True).stdout.strip()\n"
-    "print(os.sched_getscheduler(0), seen[0], child)\n")
-
-
 def unclaimed_sandboxes(st, sid):
     """Sibling cgroups of sid's with a process in them that no session of st's store owns:
     warm sandboxes, and sandboxes being built (their child has joined, limits set)."""
@@ -398,19 +368,6 @@ def test_warm_sandboxes_wait_at_the_least_cpu_weight_and_a_session_gets_the_defa
     assert len(warm) >= 5, warm
     for name in warm:
         assert cpu_weight(name)[0] == least, name
-    # And every task of the warm ones, init and the interpreter, yields to any that wakes
-    # (a sandbox still being built moves there at its end: the refill is waited for).
-    ps.wait_for(lambda: st.daemon_call({"op": "stats"})["pool_started"] == 6, 60,
-                "the pool refilled")
-    warm = unclaimed_sandboxes(st, sid)
-    assert len(warm) == 6, warm
-    for name in warm:
-        policies = sandbox_policies(name)
-        assert len(policies) >= 2 and set(policies.values()) == {os.SCHED_IDLE}, \
-            (name, policies)
-    policies = sandbox_policies(st.sandbox_name(sid))
-    assert set(policies.values()) == {os.SCHED_OTHER}, policies
-    assert c.run(sid, POLICY_CODE).stdout == "0 0 0\n"
     assert c.destroy(sid).status_code == 204
 
 
@@ -436,9 +393,7 @@ def test_a_refill_runs_at_the_least_cpu_weight_and_a_sandbox_gets_the_default_on
     assert st.sandbox_name(sid) == refill[0]
     ps.wait_for(lambda: cpu_weight(refill[0])[0] == default, 15,
                 "the default CPU weight once the interpreter answered")
-    assert set(sandbox_policies(refill[0]).values()) == {os.SCHED_OTHER}
     assert c.run(sid, "print(2)").stdout == "2\n"
-    assert c.run(sid, POLICY_CODE).stdout == "0 0 0\n"
     for s in (live, sid):
         assert c.destroy(s).status_code == 204
 
@@ -459,79 +414,14 @@ def test_a_sandbox_built_for_a_waiting_create_runs_at_the_default_cpu_weight(sta
         ps.wait_for(lambda: building.extend(unclaimed_sandboxes(st, live)) or building, 15,
                     "the sandbox being built for the create")
         assert cpu_weight(building[0])[0] == default, building
-        assert os.SCHED_IDLE not in sandbox_policies(building[0]).values()
     t.join(30)
     assert answer["r"].status_code == 201, answer["r"].text[:300]
     sid = answer["r"].parsed["session_id"]
     st.session_ids.add(sid)
     assert st.sandbox_name(sid) == building[0]
     assert c.run(sid, "print(2)").stdout == "2\n"
-    assert set(sandbox_policies(building[0]).values()) == {os.SCHED_OTHER}
     for s in (live, sid):
         assert c.destroy(s).status_code == 204
-
-
-@contextlib.contextmanager
-def templates_stopped(st):
-    """SIGSTOP the daemon's interpreter templates: the forks asked of them meanwhile wait."""
-    daemon = st.procs["paddock-sessiond"].pid
-    templates = []
-    for pid in ps.children(daemon):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if b"harness_template" in f.read():
-                    templates.append(pid)
-        except OSError:
-            pass
-    assert templates, "no template to stop"
-    for pid in templates:
-        os.kill(pid, signal.SIGSTOP)
-    try:
-        yield
-    finally:
-        for pid in templates:
-            os.kill(pid, signal.SIGCONT)
-
-
-def test_a_sandbox_taken_before_its_interpreter_starts_runs_its_first_call_at_the_default_policy(
-        stacks):
-    # A warm sandbox's interpreter, forked by the template, moves itself to SCHED_IDLE as it
-    # starts. With the template stopped, that comes after the create and the call have
-    # moved the sandbox's tasks back: the call's code must still run, and start what it
-    # starts, under the default policy.
-    st = stacks.get("pool-one", {"PADDOCK_POOL_SIZE": "1"})
-    c = ps.Client(st)
-    daemon = st.procs["paddock-sessiond"].pid
-
-    def stats():
-        return st.daemon_call({"op": "stats"})
-
-    def parent(tid):
-        with open(f"/proc/{tid}/stat") as f:
-            return int(f.read().rsplit(")", 1)[1].split()[1])
-
-    # Warm sandboxes made before the template is ready are made again by it.
-    ps.wait_for(lambda: stats()["templates"]["python"] == "ready", 60, "the Python template")
-    ps.wait_for(lambda: stats()["pool_started"] == 1, 30, "a warm sandbox")
-    answer = {}
-    with templates_stopped(st):
-        live = c.new_session()  # the warm one; its refill's interpreter waits for the template
-        ps.wait_for(lambda: stats()["pool_ready"] == 1, 30, "the refill in the pool")
-        sid = c.new_session()
-        name = st.sandbox_name(sid)
-        t = threading.Thread(target=lambda: answer.update(r=c.run(sid, POLICY_CODE)))
-        t.start()
-        ps.wait_for(lambda: stats()["running"] == 1, 15, "the call to wait for the interpreter")
-        # The call moved what the sandbox has so far, init alone, back.
-        assert list(sandbox_policies(name).values()) == [os.SCHED_OTHER]
-    t.join(60)
-    assert answer["r"].stdout == "0 0 0\n", answer["r"]
-    policies = sandbox_policies(name)
-    assert set(policies.values()) == {os.SCHED_OTHER}, policies
-    # Its interpreter is the template's: cloned as the daemon's child, not init's.
-    assert [t for t in policies if parent(t) == daemon], policies
-    for s_ in (live, sid):
-        assert c.destroy(s_).status_code == 204
 
 
 # --- reclaim: a stack that checks often -----------------------------------------
