@@ -850,26 +850,33 @@ class Bench:
             self.wait_pool_started(st, k)
             before = self.stats(st)
 
+            taker = Http(st.port)
+
             def take_all_and_wait():
                 t0 = time.monotonic()
-                taker = Http(st.port)
                 for _ in range(k):
                     taken.append(taker.create())
                 t_taken = time.monotonic() - t0
                 after = self.wait_pool_started(st, k)
-                elapsed = time.monotonic() - t0
+                return t_taken, after, time.monotonic() - t0
+
+            def destroy_all():
                 for sid in taken:
                     taker.destroy(sid)
-                taker.close()
-                return t_taken, after, elapsed
 
+            # The refill and the destroys of what it replaced, watched apart: each has its
+            # own cost (builds; unmounts, namespaces and cgroups taken down).
             quiet, busy, (t_taken, after, elapsed) = self.probe_during(st, probe, take_all_and_wait)
+            d_quiet, d_busy, _ = self.probe_during(st, probe, destroy_all)
+            taker.close()
             built = after.get("pool_built", 0) - before.get("pool_built", 0)
         self.add_row(row="2r", what=f"pool refill, {k} sandboxes with Python started", unit="/s",
                      n=built, median=built / elapsed, p99=None, target=">= 50/s on 2 cores",
                      errors=0, note=f"{k} creates took {t_taken * 1e3:.0f} ms; {built} rebuilt and "
                                     f"answering in {elapsed:.2f} s")
         self.add_probe_row("2r", "refill", quiet, busy, "same, pool full", "during the refill")
+        self.add_probe_row("2d", "destroys", d_quiet, d_busy, "same, before",
+                           f"while the {k} sessions taken are destroyed")
         self.row_empty_pool_creates()
         self.row_many_files()
 
