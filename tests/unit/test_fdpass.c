@@ -67,74 +67,53 @@ static bool pass(int sv[2], size_t n, struct msghdr *mh, char *cbuf, size_t cbuf
 	return recvmsg(sv[1], mh, MSG_CMSG_CLOEXEC) == 1;
 }
 
-int main(void)
+/* A sentinel in the slots a case holds already: it must come back untouched. */
+#define HELD_MARK (-7)
+
+/*
+ * One case: `sent` descriptors arrive while `held` slots of an array of `max` are taken.
+ * Each must be counted, the first that fit kept in the order sent (close-on-exec, as
+ * asked), the held slots left alone, and every one that did not fit closed.
+ */
+static void take_case(int sv[2], size_t sent, size_t held, size_t max)
 {
 	union {
 		char buf[CMSG_SPACE(sizeof(int) * MAX_SENT)];
 		struct cmsghdr align;
 	} in;
 	struct msghdr mh;
-	int sv[2], fds[4], before;
-	size_t nfds;
+	int fds[MAX_SENT], before = open_fds();
+	size_t nfds = held, kept = sent < max - held ? sent : max - held;
+
+	for (size_t i = 0; i < held; i++)
+		fds[i] = HELD_MARK;
+	CHECK(pass(sv, sent, &mh, in.buf, sizeof(in.buf)));
+	CHECK_EQ_INT(cmsg_take_fds(&mh, fds, &nfds, max), sent);
+	CHECK_EQ_INT(nfds, held + kept);
+	for (size_t i = 0; i < held; i++)
+		CHECK_EQ_INT(fds[i], HELD_MARK);
+	for (size_t i = 0; i < kept; i++) {
+		CHECK(same_file(fds[held + i], ends[i][0]));
+		CHECK_EQ_INT(fcntl(fds[held + i], F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+	}
+	CHECK_EQ_INT(open_fds(), before + (int)kept);
+	for (size_t i = 0; i < kept; i++)
+		close(fds[held + i]);
+}
+
+int main(void)
+{
+	int sv[2];
 
 	if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) < 0)
 		return 99;
 	for (int i = 0; i < MAX_SENT; i++)
 		if (pipe2(ends[i], O_CLOEXEC) < 0)
 			return 99;
-
-	/* Room for all: each kept in the order sent, close-on-exec as asked. */
-	before = open_fds();
-	nfds = 0;
-	CHECK(pass(sv, 3, &mh, in.buf, sizeof(in.buf)));
-	CHECK_EQ_INT(cmsg_take_fds(&mh, fds, &nfds, 4), 3);
-	CHECK_EQ_INT(nfds, 3);
-	for (size_t i = 0; i < nfds; i++) {
-		CHECK(same_file(fds[i], ends[i][0]));
-		CHECK_EQ_INT(fcntl(fds[i], F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
-	}
-	CHECK_EQ_INT(open_fds(), before + 3);
-	for (size_t i = 0; i < nfds; i++)
-		close(fds[i]);
-
-	/* Too many: the first two kept, the other four closed, and the count says six came. */
-	before = open_fds();
-	nfds = 0;
-	CHECK(pass(sv, 6, &mh, in.buf, sizeof(in.buf)));
-	CHECK_EQ_INT(cmsg_take_fds(&mh, fds, &nfds, 2), 6);
-	CHECK_EQ_INT(nfds, 2);
-	CHECK(same_file(fds[0], ends[0][0]));
-	CHECK(same_file(fds[1], ends[1][0]));
-	CHECK_EQ_INT(open_fds(), before + 2);
-	close(fds[0]);
-	close(fds[1]);
-
-	/* Appended to what is held: fds[0] untouched, two more fit, the third is closed. */
-	before = open_fds();
-	fds[0] = -7;
-	nfds = 1;
-	CHECK(pass(sv, 3, &mh, in.buf, sizeof(in.buf)));
-	CHECK_EQ_INT(cmsg_take_fds(&mh, fds, &nfds, 3), 3);
-	CHECK_EQ_INT(nfds, 3);
-	CHECK_EQ_INT(fds[0], -7);
-	CHECK(same_file(fds[1], ends[0][0]));
-	CHECK(same_file(fds[2], ends[1][0]));
-	CHECK_EQ_INT(open_fds(), before + 2);
-	close(fds[1]);
-	close(fds[2]);
-
-	/* Already full: every one closed. */
-	before = open_fds();
-	nfds = 2;
-	CHECK(pass(sv, 2, &mh, in.buf, sizeof(in.buf)));
-	CHECK_EQ_INT(cmsg_take_fds(&mh, fds, &nfds, 2), 2);
-	CHECK_EQ_INT(nfds, 2);
-	CHECK_EQ_INT(open_fds(), before);
-
-	/* A message without descriptors: nothing taken. */
-	nfds = 0;
-	CHECK(pass(sv, 0, &mh, in.buf, sizeof(in.buf)));
-	CHECK_EQ_INT(cmsg_take_fds(&mh, fds, &nfds, 4), 0);
-	CHECK_EQ_INT(nfds, 0);
+	take_case(sv, 3, 0, 4); /* room for all */
+	take_case(sv, 6, 0, 2); /* too many: two kept, four closed, six counted */
+	take_case(sv, 3, 1, 3); /* appended to what is held: two fit, one closed */
+	take_case(sv, 2, 2, 2); /* already full: every one closed */
+	take_case(sv, 0, 0, 4); /* a message without descriptors: nothing taken */
 	return unit_summary();
 }
