@@ -78,7 +78,8 @@ static bool pass(int sv[2], size_t n, struct msghdr *mh, char *cbuf, size_t cbuf
 static void take_case(int sv[2], size_t sent, size_t held, size_t max)
 {
 	union {
-		char buf[CMSG_SPACE(sizeof(int) * MAX_SENT)];
+		/* Room for the sender's credentials too, which come first with SO_PASSCRED. */
+		char buf[CMSG_SPACE(sizeof(struct ucred)) + CMSG_SPACE(sizeof(int) * MAX_SENT)];
 		struct cmsghdr align;
 	} in;
 	struct msghdr mh;
@@ -115,5 +116,10 @@ int main(void)
 	take_case(sv, 3, 1, 3); /* appended to what is held: two fit, one closed */
 	take_case(sv, 2, 2, 2); /* already full: every one closed */
 	take_case(sv, 0, 0, 4); /* a message without descriptors: nothing taken */
+	/* Another control message ahead of the descriptors is passed over, not stopped at. */
+	if (setsockopt(sv[1], SOL_SOCKET, SO_PASSCRED, &(int){ 1 }, sizeof(int)) < 0)
+		return 99;
+	take_case(sv, 3, 0, 4);
+	take_case(sv, 6, 1, 3);
 	return unit_summary();
 }
