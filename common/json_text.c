@@ -316,13 +316,26 @@ void json_text_add_int(JsonText *t, int64_t v)
 
 /* As json-c renders a string (without escaping '/'): quotes, backslashes and control
  * characters escaped, everything else as it is. */
+void json_text_add_bool(JsonText *t, bool v)
+{
+	if (v)
+		json_text_add(t, "true", 4);
+	else
+		json_text_add(t, "false", 5);
+}
+
 void json_text_add_quoted(JsonText *t, const char *s)
 {
+	json_text_add_quoted_len(t, s, strlen(s));
+}
+
+void json_text_add_quoted_len(JsonText *t, const char *s, size_t len)
+{
 	static const char hex[] = "0123456789abcdef";
-	const char *run = s;
+	const char *run = s, *end = s + len;
 
 	json_text_add(t, "\"", 1);
-	for (; *s; s++) {
+	for (; s < end; s++) {
 		unsigned char c = (unsigned char)*s;
 		char esc[6];
 		size_t n = 2;

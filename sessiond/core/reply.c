@@ -17,6 +17,11 @@ json_object *reply_ok(void)
 	return o;
 }
 
+void reply_ok_text(JsonText *t)
+{
+	json_text_add_str(t, "{\"ok\":true");
+}
+
 json_object *reply_error(const char *kind, const char *fmt, ...)
 {
 	json_object *o = json_object_new_object();

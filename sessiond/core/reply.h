@@ -12,6 +12,9 @@
 
 /* {"ok": true}, to add fields to. */
 json_object *reply_ok(void);
+/* The same as text, left open for its members: replies on the hot path are written, not
+ * built (conn_reply_text). */
+void reply_ok_text(JsonText *t);
 /* {"ok": false, "error": kind, "detail": the sentence}: kind as the protocol names them. */
 json_object *reply_error(const char *kind, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

@@ -212,26 +212,19 @@ int conn_send_data(Conn *c, uint8_t stream, const void *data, size_t len, size_t
 static const char incomplete_reply[] =
 	"{\"ok\":false,\"error\":\"unavailable\",\"detail\":\"the session daemon is out of memory\"}";
 
-void conn_reply(Conn *c, struct json_object *reply, int *fds, size_t nfds)
+/* Queue the reply's text (NULL: the error above) with its fds, and send what it can. */
+static void queue_reply(Conn *c, const char *txt, size_t len, int *fds, size_t nfds)
 {
-	size_t len = sizeof(incomplete_reply) - 1;
-	const char *txt = incomplete_reply;
 	int r;
 
-	if (!json_incomplete(reply))
-		txt = json_render(reply, &len);
-	else
-		log_err("a reply could not be built (out of memory): answered with an error");
 	if (!txt) {
 		txt = incomplete_reply;
 		len = sizeof(incomplete_reply) - 1;
 	}
-
 	c->busy = false;
 	c->mute_in = false;
 	r = conn_queue_frame(c, PROTO_JSON, NULL, 0, txt, len);
 	c->last_data = SIZE_MAX;
-	json_object_put(reply);
 	if (r < 0) {
 		log_err("cannot queue a reply: %s", strerror(-r));
 		for (size_t i = 0; i < nfds; i++)
@@ -242,6 +235,26 @@ void conn_reply(Conn *c, struct json_object *reply, int *fds, size_t nfds)
 			c->out_fds[c->out_nfds++] = fds[i];
 	}
 	conn_flush(c);
+}
+
+void conn_reply(Conn *c, struct json_object *reply, int *fds, size_t nfds)
+{
+	const char *txt = NULL;
+	size_t len = 0;
+
+	if (!json_incomplete(reply))
+		txt = json_render(reply, &len);
+	else
+		log_err("a reply could not be built (out of memory): answered with an error");
+	queue_reply(c, txt, len, fds, nfds);
+	json_object_put(reply); /* after: the text is the object's */
+}
+
+void conn_reply_text(Conn *c, const char *txt, size_t len)
+{
+	if (!txt)
+		log_err("a reply could not be built (out of memory): answered with an error");
+	queue_reply(c, txt, len, NULL, 0);
 }
 
 uid_t conn_peer_uid(const Conn *c)

@@ -23,6 +23,9 @@ Server *server_free(Server *s);
 
 /* Send a reply. Takes reply (put) and the fds (closed once sent or on failure). */
 void conn_reply(Conn *c, struct json_object *reply, int *fds, size_t nfds);
+/* Send a reply written as text: len bytes of one JSON object (copied); NULL for one that
+ * could not be built (out of memory), which is answered with an error. */
+void conn_reply_text(Conn *c, const char *txt, size_t len);
 
 /* Send a streamed-output frame (PROTO_DATA: the stream byte, then data) ahead of the
  * reply; c stays busy. Bytes for the same stream as the last frame still unsent join it;

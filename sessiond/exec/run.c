@@ -2,6 +2,7 @@
 /* A run: one call's code through its phases, from its interpreter's start to its reply
  * (the phases are enum run_phase; the events that move them, events.c). */
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -91,18 +92,16 @@ static void read_counters(Session *s, SandboxUsage *u, bool with_peak)
 	sandbox_counters_read(s->counters, u, with_peak);
 }
 
-static json_object *usage_json(Session *s, const Run *run, bool *oom)
+/* What the run used, as the reply's "usage" object. */
+static void add_usage(JsonText *t, const Run *run, const SandboxUsage *u, bool oom)
 {
-	SandboxUsage u = { 0 };
-	json_object *o = json_object_new_object();
-
-	read_counters(s, &u, true);
-	*oom = u.oom_kills > run->usage0.oom_kills;
-	json_set(o, "cpu_ms",
-		 json_object_new_int64((int64_t)((u.cpu_ns - run->usage0.cpu_ns) / 1000000)));
-	json_set(o, "max_rss_bytes", json_object_new_int64((int64_t)u.memory_peak));
-	json_set(o, "oom_killed", json_object_new_boolean(*oom));
-	return o;
+	json_text_add_str(t, "{\"cpu_ms\":");
+	json_text_add_int(t, (int64_t)((u->cpu_ns - run->usage0.cpu_ns) / 1000000));
+	json_text_add_str(t, ",\"max_rss_bytes\":");
+	json_text_add_int(t, (int64_t)u->memory_peak);
+	json_text_add_str(t, ",\"oom_killed\":");
+	json_text_add_bool(t, oom);
+	json_text_add_str(t, "}");
 }
 
 /* Append a line to text we own (of *len bytes, NULs allowed): on a fresh line, ending in one. */
@@ -126,46 +125,90 @@ static char *append_line(char *s, size_t *len, const char *add)
 	return r;
 }
 
+/* A member's name, quoted and with its colon, after a comma: the objects written here have
+ * their first member written with their opening brace. */
+static void add_key(JsonText *t, const char *key)
+{
+	json_text_add_str(t, ",\"");
+	json_text_add_str(t, key);
+	json_text_add_str(t, "\":");
+}
+
+/* A member whose value is a json-c object (NULL: null), rendered as conn_reply() would. */
+static void add_rendered(JsonText *t, const char *key, json_object *v)
+{
+	const char *txt = "null";
+	size_t len = 4;
+
+	add_key(t, key);
+	if (v && !(txt = json_render(v, &len))) {
+		t->failed = true;
+		return;
+	}
+	json_text_add(t, txt, len);
+}
+
+/* The harness's notebook objects pass through (a null stays null); the worker shapes them. */
+static void add_cell_objects(JsonText *t, json_object *reply)
+{
+	static const char *const keys[] = { "result", "error", "display" };
+
+	for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
+		json_object *v;
+
+		if (!json_object_object_get_ex(reply, keys[i], &v))
+			continue;
+		add_rendered(t, keys[i], v);
+	}
+}
+
 /*
- * The reply to a run's call, one shape for every way a run ends: its output (with the
- * note on a line of its own at the end of stderr when note_in_stderr), return code, time,
- * how it ended, usage (taken), and a cell's notebook objects. The files it made are added
- * by the walk that finds them.
+ * The reply to a run's call, one shape for every way a run ends, as text left open: its
+ * output (with the note on a line of its own at the end of stderr when note_in_stderr),
+ * return code, time, how it ended, usage (none when u is NULL), and a cell's notebook
+ * objects. The files it made are added by the walk that finds them. Written rather than
+ * built: this is every call's reply.
  */
-static json_object *exec_reply(Run *run, json_object *usage, bool note_in_stderr)
+static void exec_reply(JsonText *t, Run *run, const SandboxUsage *u, bool oom, bool note_in_stderr)
 {
 	Session *s = run->s;
 	Interp *ip = &s->interps[run->kind];
-	json_object *o = reply_ok();
 	size_t out_len, err_len;
 	char *out = outbuf_finish(&ip->out_buf, &out_len);
 	char *err = outbuf_finish(&ip->err_buf, &err_len);
 
 	if (run->note && note_in_stderr)
 		err = append_line(err, &err_len, run->note);
-	if (run->note)
-		json_set(o, "note", json_object_new_string(run->note));
-	json_set(o, "stdout", json_object_new_string_len(out ?: "", (int)out_len));
-	json_set(o, "stderr", json_object_new_string_len(err ?: "", (int)err_len));
-	json_set(o, "return_code", json_object_new_int(run->return_code));
-	json_set(o, "execution_time_ms",
-		 json_object_new_int64((int64_t)(now_ms() - run->start_ms)));
-	json_set(o, "timed_out", json_object_new_boolean(run->timed_out));
-	json_set(o, "state_lost", json_object_new_boolean(run->lost_state));
-	json_set(o, "cancelled", json_object_new_boolean(run->cancelled));
-	json_set(o, "usage", usage);
-	json_set(o, "execution_count", json_object_new_int64((int64_t)s->execution_count));
-	if (run->cell && run->reply) {
-		static const char *const keys[] = { "result", "error", "display" };
-
-		/* The harness's notebook objects pass through (a null stays null); the worker
-		 * shapes them. */
-		for (size_t i = 0; i < ARRAY_SIZE(keys); i++)
-			json_copy_field(o, run->reply, keys[i]);
+	reply_ok_text(t);
+	if (run->note) {
+		add_key(t, "note");
+		json_text_add_quoted(t, run->note);
 	}
+	add_key(t, "stdout");
+	json_text_add_quoted_len(t, out ?: "", out ? out_len : 0);
+	add_key(t, "stderr");
+	json_text_add_quoted_len(t, err ?: "", err ? err_len : 0);
+	add_key(t, "return_code");
+	json_text_add_int(t, run->return_code);
+	add_key(t, "execution_time_ms");
+	json_text_add_int(t, (int64_t)(now_ms() - run->start_ms));
+	add_key(t, "timed_out");
+	json_text_add_bool(t, run->timed_out);
+	add_key(t, "state_lost");
+	json_text_add_bool(t, run->lost_state);
+	add_key(t, "cancelled");
+	json_text_add_bool(t, run->cancelled);
+	add_key(t, "usage");
+	if (u)
+		add_usage(t, run, u, oom);
+	else
+		json_text_add_str(t, "{}");
+	add_key(t, "execution_count");
+	json_text_add_int(t, (int64_t)s->execution_count);
+	if (run->cell && run->reply)
+		add_cell_objects(t, run->reply);
 	free(out);
 	free(err);
-	return o;
 }
 
 /* The run's reply has gone (a ScanSentFn): the session takes the next call. */
@@ -188,16 +231,19 @@ void run_finish(Run *run)
 	Session *s = run->s;
 	Manager *m = s->m;
 	uint64_t ms = now_ms() - run->start_ms;
-	bool oom = false;
-	json_object *usage = usage_json(s, run, &oom), *o;
+	JsonText o = { .buf = NULL };
+	SandboxUsage u;
+	bool oom;
 
+	read_counters(s, &u, true);
+	oom = u.oom_kills > run->usage0.oom_kills;
 	if (oom && !run->timed_out)
 		run_note(run, "killed: the sandbox ran out of memory (limit %lld bytes)",
 			 (long long)m->cfg->memory_max_bytes);
 	if (run->timed_out)
 		run->return_code = RC_TIMEOUT;
 	/* Otari reports what happened in stderr; the code plane words it in its own outputs. */
-	o = exec_reply(run, usage, !run->cell);
+	exec_reply(&o, run, &u, oom, !run->cell);
 	m->runs_by_outcome[run_outcome_index(run)]++;
 	s->last_activity_at = now_real();
 	journal_note(s, interp_kind_name(run->kind), run->start_real, (int64_t)ms, run->return_code,
@@ -205,7 +251,7 @@ void run_finish(Run *run)
 	/* The session stays busy until the reply, with the files the run made, has gone. */
 	run->phase = RUN_SCANNING;
 	run->timer = loop_remove(m->loop, run->timer);
-	reply_with_produced_files(s, run->conn, o, &run->start_ts, run_reply_sent, run);
+	reply_with_produced_files(s, run->conn, &o, &run->start_ts, run_reply_sent, run);
 }
 
 /* The interpreter answered (or died): finish, or first kill what the run left behind. */
@@ -346,32 +392,34 @@ static int encode_request(const Run *run, const Interp *ip, char **buf, size_t *
 		*len = (size_t)h + n + 1;
 		return 0;
 	} else {
-		json_object *o = json_object_new_object();
-		const char *txt;
-		size_t n;
+		JsonText t = { .buf = NULL };
 
 		/* The id comes back in the reply: a reply to an older request is dropped. */
-		json_set(o, "id", json_object_new_int64((int64_t)id));
-		json_set(o, "code", json_object_new_string(run->code));
-		json_set(o, "mode", json_object_new_string(run->cell ? "cell" : "otari"));
-		if (run->cwd)
-			json_set(o, "cwd", json_object_new_string(run->cwd));
+		json_text_add_str(&t, "{\"id\":");
+		json_text_add_int(&t, (int64_t)id);
+		add_key(&t, "code");
+		json_text_add_quoted(&t, run->code);
+		add_key(&t, "mode");
+		json_text_add_str(&t, run->cell ? "\"cell\"" : "\"otari\"");
+		if (run->cwd) {
+			add_key(&t, "cwd");
+			json_text_add_quoted(&t, run->cwd);
+		}
 		if (run->stream)
-			json_set(o, "stream", json_object_new_boolean(1));
+			json_text_add_str(&t, ",\"stream\":true");
 		/* The Python harnesses build _platform_tools from it (docs/harness-protocol.md). */
 		if (run->s->tools && (run->kind == INTERP_PYTHON || run->kind == INTERP_KERNEL))
-			json_set(o, "tools", json_object_get(run->s->tools->stub));
+			add_rendered(&t, "tools", run->s->tools->stub);
 		if (ip->reap)
-			json_set(o, "reap", json_object_new_boolean(1));
-		txt = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN, &n);
-		*buf = malloc(n + 1);
-		if (*buf) {
-			memcpy(*buf, txt, n);
-			(*buf)[n] = '\n';
-			*len = n + 1;
+			json_text_add_str(&t, ",\"reap\":true");
+		json_text_add_str(&t, "}\n");
+		if (t.failed) {
+			json_text_clear(&t);
+			return -ENOMEM;
 		}
-		json_object_put(o);
-		return *buf ? 0 : -ENOMEM;
+		*buf = t.buf;
+		*len = t.len;
+		return 0;
 	}
 }
 
@@ -404,6 +452,19 @@ void run_send(Run *run)
 	free(req);
 }
 
+/* A harness's "return_code" read off its reply's text, 1 when it has none that fits. */
+static int scanned_return_code(const char *line)
+{
+	static const char *const key[] = { "return_code" };
+	JsonSpan rc;
+	int64_t v;
+
+	if (json_scan_object(line, strlen(line), JSON_TOKENER_DEFAULT_DEPTH, key, &rc, 1) < 0 ||
+	    json_span_int(&rc, &v) <= 0 || v < INT_MIN || v > INT_MAX)
+		return 1;
+	return (int)v;
+}
+
 int reply_return_code(Run *run, const char *line)
 {
 	if (run->kind == INTERP_BASH) {
@@ -411,6 +472,9 @@ int reply_return_code(Run *run, const char *line)
 
 		return (int)strtol(sp ? sp + 1 : line, NULL, 10);
 	}
+	/* Only a cell's reply has more than its return code to pass on. */
+	if (!run->cell)
+		return scanned_return_code(line);
 	run->reply = json_in_parse_quick(line, strlen(line), JSON_TOKENER_DEFAULT_DEPTH);
 	if (run->reply) {
 		json_object *rc;
@@ -579,10 +643,11 @@ void run_abort(Session *s, const char *why)
 	json_object_put(run->reply);
 	run->reply = NULL;
 	if (run->conn) {
-		json_object *o = exec_reply(run, json_object_new_object(), true);
+		_cleanup_(json_text_clear) JsonText o = { .buf = NULL };
 
-		json_set(o, "files", json_object_new_array());
-		conn_reply(run->conn, o, NULL, 0);
+		exec_reply(&o, run, NULL, false, true);
+		json_text_add_str(&o, ",\"files\":[]}");
+		conn_reply_text(run->conn, o.failed ? NULL : o.buf, o.len);
 	}
 	s->run = NULL;
 	run_free(run);

@@ -212,7 +212,8 @@ void op_edit(Manager *m, Conn *c, const Request *rq)
 {
 	json_object *req = rq->body;
 	Session *s = rq->s;
-	json_object *input, *o;
+	json_object *input;
+	JsonText o = { .buf = NULL };
 	EditorResult res = { 0 };
 	const char *detail = NULL;
 	struct timespec since;
@@ -241,16 +242,19 @@ void op_edit(Manager *m, Conn *c, const Request *rq)
 		conn_reply(c, reply_error("internal", "the editor failed"), NULL, 0);
 		return;
 	}
-	o = reply_ok();
-	json_set(o, "stdout", json_object_new_string(res.out ?: ""));
-	json_set(o, "stderr", json_object_new_string(res.err ?: ""));
-	json_set(o, "return_code", json_object_new_int(res.return_code));
-	json_set(o, "execution_time_ms", json_object_new_int64((int64_t)(now_ms() - t0)));
-	json_set(o, "timed_out", json_object_new_boolean(false));
-	json_set(o, "usage", json_object_new_object());
+	reply_ok_text(&o);
+	json_text_add_str(&o, ",\"stdout\":");
+	json_text_add_quoted(&o, res.out ?: "");
+	json_text_add_str(&o, ",\"stderr\":");
+	json_text_add_quoted(&o, res.err ?: "");
+	json_text_add_str(&o, ",\"return_code\":");
+	json_text_add_int(&o, res.return_code);
+	json_text_add_str(&o, ",\"execution_time_ms\":");
+	json_text_add_int(&o, (int64_t)(now_ms() - t0));
+	json_text_add_str(&o, ",\"timed_out\":false,\"usage\":{}");
 	s->last_activity_at = now_real();
 	journal_note(s, "editor", now_real(), (int64_t)(now_ms() - t0), res.return_code,
 		     res.return_code == 0 ? "ok" : "error");
 	editor_result_clear(&res);
-	reply_with_produced_files(s, c, o, &since, NULL, NULL);
+	reply_with_produced_files(s, c, &o, &since, NULL, NULL);
 }

@@ -21,7 +21,8 @@
 struct ScanReply {
 	Session *s;
 	Conn *conn;	    /* who gets the reply; NULL once gone */
-	json_object *reply; /* sent when the walk is done, with what it found */
+	json_object *reply; /* a listing's reply, sent when the walk is done with what it found */
+	JsonText head;	    /* the same for produced files: the reply's text so far */
 	WsfsScan *scan;
 	char *list_path;  /* a listing: the path asked for (for errors); NULL: produced files */
 	ScanSentFn *sent; /* called with sent_arg once the reply has gone; or NULL */
@@ -40,30 +41,48 @@ static bool reported_before(const Session *s, const WsfsChange *c)
 	return false;
 }
 
-/* The files the walk found changed, as {file_id, filename}, minus those reported before. */
-static json_object *produced_json(Session *s, WsfsScan *scan)
+/* The files the walk found changed, as an array of {file_id, filename}, minus those
+ * reported before. */
+static void add_produced(JsonText *t, Session *s, WsfsScan *scan)
 {
-	json_object *arr = json_object_new_array();
+	const char *sep = "";
 	WsfsChange *changes;
 	size_t n;
 
 	wsfs_scan_take_changes(scan, &changes, &n);
+	json_text_add_str(t, "[");
 	for (size_t i = 0; i < n; i++) {
 		char id[64];
-		json_object *f;
 
 		if (reported_before(s, &changes[i]) ||
 		    store_file_id(s->m->store, s->id, changes[i].path, id, sizeof(id)) < 0)
 			continue;
-		f = json_object_new_object();
-		json_set(f, "file_id", json_object_new_string(id));
-		json_set(f, "filename", json_object_new_string(changes[i].path));
-		json_append(arr, f);
+		json_text_add_str(t, sep);
+		json_text_add_str(t, "{\"file_id\":");
+		json_text_add_quoted(t, id);
+		json_text_add_str(t, ",\"filename\":");
+		json_text_add_quoted(t, changes[i].path);
+		json_text_add_str(t, "}");
+		sep = ",";
 	}
+	json_text_add_str(t, "]");
 	wsfs_changes_free(s->reported, s->n_reported);
 	s->reported = changes;
 	s->n_reported = n;
-	return arr;
+}
+
+/* Close a reply's text with its files (found: the walk's, taken; or none) and send it to c. */
+static void send_with_files(Session *s, Conn *c, JsonText *head, WsfsScan *found)
+{
+	json_text_add_str(head, ",\"files\":");
+	if (found)
+		add_produced(head, s, found);
+	else
+		json_text_add_str(head, "[]");
+	json_text_add_str(head, "}");
+	if (c)
+		conn_reply_text(c, head->failed ? NULL : head->buf, head->len);
+	json_text_clear(head);
 }
 
 static void scan_unlink(ScanReply *sr)
@@ -76,6 +95,7 @@ static void scan_free(ScanReply *sr)
 	loop_remove(sr->s->m->loop, sr->timer);
 	wsfs_scan_free(sr->scan);
 	json_object_put(sr->reply);
+	json_text_clear(&sr->head);
 	free(sr->list_path);
 	free(sr);
 }
@@ -91,9 +111,7 @@ static void scan_done(ScanReply *sr, int r)
 	if (!sr->list_path) {
 		/* Produced files are a courtesy of the reply: a failed walk reports none (and
 		 * leaves its scan to scan_free()). */
-		json_set(o, "files",
-			 r < 0 ? json_object_new_array() :
-				 produced_json(sr->s, TAKE_PTR(sr->scan)));
+		send_with_files(sr->s, sr->conn, &sr->head, r < 0 ? NULL : TAKE_PTR(sr->scan));
 	} else if (r < 0) {
 		json_object_put(o);
 		o = r == -ECANCELED ? reply_error("not_found", "the session was destroyed") :
@@ -104,7 +122,7 @@ static void scan_done(ScanReply *sr, int r)
 		json_set(o, "files", wsfs_scan_take_list(TAKE_PTR(sr->scan), &truncated));
 		json_set(o, "truncated", json_object_new_boolean(truncated));
 	}
-	if (sr->conn)
+	if (o && sr->conn)
 		conn_reply(sr->conn, o, NULL, 0);
 	else
 		json_object_put(o);
@@ -144,8 +162,8 @@ static void scan_begin(Session *s, ScanReply *sr)
 	scan_step(sr);
 }
 
-void reply_with_produced_files(Session *s, Conn *c, json_object *reply,
-			       const struct timespec *since, ScanSentFn *sent, void *sent_arg)
+void reply_with_produced_files(Session *s, Conn *c, JsonText *head, const struct timespec *since,
+			       ScanSentFn *sent, void *sent_arg)
 {
 	ScanReply *sr = calloc(1, sizeof(*sr));
 	size_t max = (size_t)s->m->cfg->produced_files_max;
@@ -155,17 +173,14 @@ void reply_with_produced_files(Session *s, Conn *c, json_object *reply,
 		r = wsfs_scan_changes(s->ws_fd, since, max, &sr->scan);
 	if (r < 0 || max == 0) {
 		free(sr);
-		json_set(reply, "files", json_object_new_array());
-		if (c)
-			conn_reply(c, reply, NULL, 0);
-		else
-			json_object_put(reply);
+		send_with_files(s, c, head, NULL);
 		if (sent)
 			sent(sent_arg);
 		return;
 	}
 	sr->conn = c;
-	sr->reply = reply;
+	sr->head = *head;
+	*head = (JsonText){ .buf = NULL };
 	sr->sent = sent;
 	sr->sent_arg = sent_arg;
 	scan_begin(s, sr);

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <time.h>
 
+#include "json.h"
 #include "session/session.h"
 
 /* files.c: the requests (docs/internal-protocol.md) */
@@ -29,10 +30,11 @@ json_object *fs_error(int r, const char *path);
 /* scan.c: replies that wait for a walk of the workspace, done a slice per loop turn */
 /* Called once a waiting reply has gone (or was dropped with its connection). */
 typedef void ScanSentFn(void *arg);
-/* Add "files" (those changed since `since`, minus those reported before) to reply and send
- * it to c (NULL: nowhere); then sent(sent_arg), if given. */
-void reply_with_produced_files(Session *s, Conn *c, json_object *reply,
-			       const struct timespec *since, ScanSentFn *sent, void *sent_arg);
+/* Add "files" (those changed since `since`, minus those reported before) to a reply and
+ * send it to c (NULL: nowhere); then sent(sent_arg), if given. head is the reply's text so
+ * far, an object not yet closed, which this takes over (head is left empty). */
+void reply_with_produced_files(Session *s, Conn *c, JsonText *head, const struct timespec *since,
+			       ScanSentFn *sent, void *sent_arg);
 /* Add "files" and "truncated" (the regular files below rel) to reply and send it to c;
  * or the error for api_path. */
 void reply_with_listing(Session *s, Conn *c, json_object *reply, const char *api_path,

@@ -183,6 +183,40 @@ static void test_quoted_strings_match_json_c(void)
 	}
 }
 
+/* With a length: NULs inside are characters, as json-c renders a string made with one. */
+static void test_quoted_with_length_keeps_nuls(void)
+{
+	static const char in[] = "a\0b\n\0\0\"c\x01";
+	size_t n = sizeof(in) - 1;
+	_cleanup_json_ json_object *o = json_object_new_string_len(in, (int)n);
+	JsonText t = { .buf = NULL };
+	size_t len;
+	const char *want = json_render(o, &len);
+
+	json_text_add_quoted_len(&t, in, n);
+	CHECK(!t.failed);
+	CHECK(t.buf && t.len == len && memcmp(t.buf, want, len) == 0);
+	CHECK_EQ_STR(t.buf, "\"a\\u0000b\\n\\u0000\\u0000\\\"c\\u0001\"");
+	t.len = 0;
+	json_text_add_quoted_len(&t, in, 1); /* a prefix only */
+	CHECK_EQ_STR(t.buf, "\"a\"");
+	t.len = 0;
+	json_text_add_quoted_len(&t, in, 0);
+	CHECK_EQ_STR(t.buf, "\"\"");
+	json_text_clear(&t);
+}
+
+static void test_booleans(void)
+{
+	JsonText t = { .buf = NULL };
+
+	json_text_add_bool(&t, true);
+	json_text_add_str(&t, ",");
+	json_text_add_bool(&t, false);
+	CHECK_EQ_STR(t.buf, "true,false");
+	json_text_clear(&t);
+}
+
 static void test_text_grows_and_renders_integers(void)
 {
 	JsonText t = { .buf = NULL };
@@ -212,6 +246,8 @@ int main(void)
 	test_scan_finds_top_level_members_as_written();
 	test_span_int_takes_integers_only();
 	test_quoted_strings_match_json_c();
+	test_quoted_with_length_keeps_nuls();
+	test_booleans();
 	test_text_grows_and_renders_integers();
 	return unit_summary();
 }

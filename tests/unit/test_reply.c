@@ -65,6 +65,22 @@ static void test_a_null_on_purpose_is_not_a_failure(void)
 	json_object_put(o);
 }
 
+/* The written form begins as the built one renders: the worker tells an ok reply by it. */
+static void test_an_ok_reply_written_begins_as_one_built(void)
+{
+	json_object *o = reply_ok();
+	JsonText t = { .buf = NULL };
+	size_t len;
+	const char *want = json_render(o, &len);
+
+	reply_ok_text(&t);
+	json_text_add_str(&t, "}");
+	CHECK(!t.failed);
+	CHECK(t.buf && t.len == len && memcmp(t.buf, want, len) == 0);
+	json_text_clear(&t);
+	json_object_put(o);
+}
+
 static void test_no_reply_at_all_is_incomplete(void)
 {
 	json_object *v = json_object_new_int(3);
@@ -96,6 +112,7 @@ int main(void)
 	test_a_value_that_could_not_be_made_marks_the_reply();
 	test_a_failure_inside_marks_every_object_it_is_set_in();
 	test_a_null_on_purpose_is_not_a_failure();
+	test_an_ok_reply_written_begins_as_one_built();
 	test_no_reply_at_all_is_incomplete();
 	test_request_getters_read_only_their_type();
 	return unit_summary();
