@@ -116,11 +116,19 @@ def in_session(port, language, n):
     return out
 
 
-def plain_ipykernel(n_starts, n_execs):
-    """Debian's jupyter_client and ipykernel, no sandbox: start times and 1+1 times."""
+def _shows_png(msg, seen):
+    """An output hook: notes a display_data message that carries a PNG."""
+    if msg["msg_type"] == "display_data" and "image/png" in msg["content"]["data"]:
+        seen.append(True)
+
+
+def plain_ipykernel(n_starts, n_execs, n_plots=0):
+    """Debian's jupyter_client and ipykernel, no sandbox: start times, 1+1 times, and the
+    times of the one-off rows' plot in the last kernel once it has drawn one (matplotlib's
+    own work in a warm interpreter, the inline backend's PNG included)."""
     from jupyter_client.manager import start_new_kernel
 
-    starts, execs = [], []
+    starts, execs, plots = [], [], []
     for i in range(n_starts):
         t = time.perf_counter()
         km, kc = start_new_kernel(kernel_name="python3")
@@ -134,7 +142,15 @@ def plain_ipykernel(n_starts, n_execs):
                                                    output_hook=lambda m: None)
                     execs.append(time.perf_counter() - t)
                     assert reply["content"]["status"] == "ok", reply
+                for j in range(n_plots + 1 if n_plots else 0):
+                    seen = []
+                    t = time.perf_counter()
+                    reply = kc.execute_interactive(PLOT, timeout=60,
+                                                   output_hook=lambda m: _shows_png(m, seen))
+                    if j:  # the first draws matplotlib's fonts and caches in
+                        plots.append(time.perf_counter() - t)
+                    assert reply["content"]["status"] == "ok" and seen, reply
         finally:
             kc.stop_channels()
             km.shutdown_kernel(now=True)
-    return starts, execs
+    return starts, execs, plots

@@ -1335,12 +1335,16 @@ class Bench:
             jserver = je.JupyterServer().start()
             tiers.append(("python", "endpoint", {"AIO_JUPYTER_ENDPOINT": jserver.endpoint},
                           "AIO_CODE_PREWARM"))
-        starts, execs = ct.plain_ipykernel(max(3, a.code_n // 5), a.code_n)
-        ks, ke = ct.summary_ms(starts), ct.summary_ms(execs)
+        starts, execs, plots = ct.plain_ipykernel(max(3, a.code_n // 5), a.code_n,
+                                                  max(3, a.code_n // 5))
+        ks, ke, kp = ct.summary_ms(starts), ct.summary_ms(execs), ct.summary_ms(plots)
         self.add_row(row="7", what="plain ipykernel: start to first 1+1", unit="ms", n=ks["n"],
                      median=ks["median"], p99=ks["p99"], note="jupyter_client, no sandbox")
         self.add_row(row="7", what="plain ipykernel: 1+1", unit="ms", n=ke["n"],
                      median=ke["median"], p99=ke["p99"])
+        self.add_row(row="7", what="plain ipykernel: the matplotlib plot, warm kernel", unit="ms",
+                     n=kp["n"], median=kp["median"], p99=kp["p99"],
+                     note="the one-off rows' plot, after one plot in the same kernel")
         try:
             for lang, tier, env, prewarm in tiers:
                 base = {"PADDOCK_LOG_LEVEL": "info", "PADDOCK_POOL_SIZE": "0"}
@@ -1387,6 +1391,10 @@ class Bench:
                 if plot:
                     self.add_row(row="7", what=f"{tier}: one-off matplotlib plot, warm pool",
                                  unit="ms", n=plot["n"], median=plot["median"], p99=plot["p99"],
+                                 peer="plain ipykernel plot, warm kernel",
+                                 peer_median=kp["median"], peer_p99=kp["p99"],
+                                 ratio_median=plot["median"] / kp["median"],
+                                 ratio_p99=plot["p99"] / kp["p99"],
                                  target="<= 50 ms",
                                  note="plt.plot of three points and plt.show(); its PNG back "
                                       "as display_data")
