@@ -119,4 +119,7 @@ void json_text_add_bool(JsonText *t, bool v);
 void json_text_add_quoted(JsonText *t, const char *s);
 /* The same for len bytes, NULs included (as \u0000). */
 void json_text_add_quoted_len(JsonText *t, const char *s, size_t len);
+/* A json-c value (NULL: null), the same bytes as json_render() makes of it, without its
+ * printbuf and formatted numbers: json-c's own rendering remains for doubles only. */
+void json_text_add_value(JsonText *t, json_object *v);
 void json_text_clear(JsonText *t);

@@ -301,17 +301,22 @@ void json_text_add_span(JsonText *t, const JsonSpan *sp)
 	json_text_add(t, sp->text, sp->len);
 }
 
-void json_text_add_int(JsonText *t, int64_t v)
+/* The digits of u, after a minus sign when negative. */
+static void add_digits(JsonText *t, uint64_t u, bool negative)
 {
 	char d[24], *p = d + sizeof(d);
-	uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
 
 	do
 		*--p = (char)('0' + u % 10);
 	while ((u /= 10) != 0);
-	if (v < 0)
+	if (negative)
 		*--p = '-';
 	json_text_add(t, p, (size_t)(d + sizeof(d) - p));
+}
+
+void json_text_add_int(JsonText *t, int64_t v)
+{
+	add_digits(t, v < 0 ? 0 - (uint64_t)v : (uint64_t)v, v < 0);
 }
 
 /* As json-c renders a string (without escaping '/'): quotes, backslashes and control
@@ -363,6 +368,72 @@ void json_text_add_quoted_len(JsonText *t, const char *s, size_t len)
 	}
 	json_text_add(t, run, (size_t)(s - run));
 	json_text_add(t, "\"", 1);
+}
+
+/* json-c keeps integers above INT64_MAX unsigned, and its int64 getter clamps them there. */
+static void add_int_value(JsonText *t, json_object *v)
+{
+	int64_t i = json_object_get_int64(v);
+
+	if (i == INT64_MAX)
+		add_digits(t, json_object_get_uint64(v), false);
+	else
+		json_text_add_int(t, i);
+}
+
+static void add_object(JsonText *t, json_object *o)
+{
+	const char *sep = "{";
+
+	json_object_object_foreach(o, key, val) {
+		json_text_add_str(t, sep);
+		json_text_add_quoted(t, key);
+		json_text_add(t, ":", 1);
+		json_text_add_value(t, val);
+		sep = ",";
+	}
+	json_text_add_str(t, *sep == '{' ? "{}" : "}");
+}
+
+static void add_array(JsonText *t, json_object *a)
+{
+	size_t n = json_object_array_length(a);
+
+	json_text_add(t, "[", 1);
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			json_text_add(t, ",", 1);
+		json_text_add_value(t, json_object_array_get_idx(a, i));
+	}
+	json_text_add(t, "]", 1);
+}
+
+/* What json-c alone knows how to write: doubles, as it formats them. */
+static void add_rendered(JsonText *t, json_object *v)
+{
+	size_t len;
+	const char *s = json_render(v, &len);
+
+	if (s)
+		json_text_add(t, s, len);
+	else
+		t->failed = true;
+}
+
+void json_text_add_value(JsonText *t, json_object *v)
+{
+	switch (json_object_get_type(v)) {
+	case json_type_null: json_text_add(t, "null", 4); break;
+	case json_type_boolean: json_text_add_bool(t, json_object_get_boolean(v)); break;
+	case json_type_int: add_int_value(t, v); break;
+	case json_type_string:
+		json_text_add_quoted_len(t, json_object_get_string(v),
+					 (size_t)json_object_get_string_len(v));
+		break;
+	case json_type_object: add_object(t, v); break;
+	case json_type_array: add_array(t, v); break;
+	default: add_rendered(t, v);
+	}
 }
 
 void json_text_clear(JsonText *t)

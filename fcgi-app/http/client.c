@@ -173,13 +173,17 @@ static void interpret(SessiondReply *rep)
 static int call(SessiondClient *c, json_object *req, enum sessiond_retry retry,
 		const SessiondStream *st, bool keep_text, SessiondReply *rep)
 {
+	_cleanup_(json_text_clear) JsonText t = { .buf = NULL };
+	const char *s;
 	size_t len;
-	const char *s = json_render(req, &len);
 	int r;
 
 	*rep = (SessiondReply){ .fd = -1 };
-	if (!s)
+	json_text_add_value(&t, req);
+	if (t.failed)
 		return -ENOMEM;
+	s = t.buf;
+	len = t.len;
 	for (int attempt = 0;; attempt++) {
 		bool may_retry = attempt == 0 && retry != SESSIOND_RETRY_NEVER;
 

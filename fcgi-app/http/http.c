@@ -349,12 +349,12 @@ int http_send_json_text(HttpReq *h, int status, const char *text, size_t len, co
 
 int http_send_json(HttpReq *h, int status, json_object *body, const char *extra)
 {
-	size_t len;
-	const char *s = json_render(body, &len);
+	_cleanup_(json_text_clear) JsonText t = { .buf = NULL };
 
-	if (!s)
+	json_text_add_value(&t, body);
+	if (t.failed)
 		return -ENOMEM;
-	return http_send_json_text(h, status, s, len, extra);
+	return http_send_json_text(h, status, t.buf, t.len, extra);
 }
 
 int http_error(HttpReq *h, int status, const char *extra, const char *fmt, ...)

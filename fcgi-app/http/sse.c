@@ -72,10 +72,10 @@ int sse_event(HttpReq *h, const char *event, const char *data, size_t len)
 
 int sse_json_event(HttpReq *h, const char *event, json_object *data)
 {
-	size_t len;
-	const char *s = json_render(data, &len);
+	_cleanup_(json_text_clear) JsonText t = { .buf = NULL };
 
-	return s ? sse_event(h, event, s, len) : -ENOMEM;
+	json_text_add_value(&t, data);
+	return t.failed ? -ENOMEM : sse_event(h, event, t.buf, t.len);
 }
 
 int sse_heartbeat(HttpReq *h)

@@ -239,15 +239,14 @@ static void queue_reply(Conn *c, const char *txt, size_t len, int *fds, size_t n
 
 void conn_reply(Conn *c, struct json_object *reply, int *fds, size_t nfds)
 {
-	const char *txt = NULL;
-	size_t len = 0;
+	_cleanup_(json_text_clear) JsonText t = { .buf = NULL };
 
 	if (!json_incomplete(reply))
-		txt = json_render(reply, &len);
+		json_text_add_value(&t, reply);
 	else
 		log_err("a reply could not be built (out of memory): answered with an error");
-	queue_reply(c, txt, len, fds, nfds);
-	json_object_put(reply); /* after: the text is the object's */
+	json_object_put(reply);
+	queue_reply(c, t.failed ? NULL : t.buf, t.len, fds, nfds);
 }
 
 void conn_reply_text(Conn *c, const char *txt, size_t len)

@@ -134,20 +134,6 @@ static void add_key(JsonText *t, const char *key)
 	json_text_add_str(t, "\":");
 }
 
-/* A member whose value is a json-c object (NULL: null), rendered as conn_reply() would. */
-static void add_rendered(JsonText *t, const char *key, json_object *v)
-{
-	const char *txt = "null";
-	size_t len = 4;
-
-	add_key(t, key);
-	if (v && !(txt = json_render(v, &len))) {
-		t->failed = true;
-		return;
-	}
-	json_text_add(t, txt, len);
-}
-
 /* The harness's notebook objects pass through (a null stays null); the worker shapes them. */
 static void add_cell_objects(JsonText *t, json_object *reply)
 {
@@ -158,7 +144,8 @@ static void add_cell_objects(JsonText *t, json_object *reply)
 
 		if (!json_object_object_get_ex(reply, keys[i], &v))
 			continue;
-		add_rendered(t, keys[i], v);
+		add_key(t, keys[i]);
+		json_text_add_value(t, v);
 	}
 }
 
@@ -408,8 +395,10 @@ static int encode_request(const Run *run, const Interp *ip, char **buf, size_t *
 		if (run->stream)
 			json_text_add_str(&t, ",\"stream\":true");
 		/* The Python harnesses build _platform_tools from it (docs/harness-protocol.md). */
-		if (run->s->tools && (run->kind == INTERP_PYTHON || run->kind == INTERP_KERNEL))
-			add_rendered(&t, "tools", run->s->tools->stub);
+		if (run->s->tools && (run->kind == INTERP_PYTHON || run->kind == INTERP_KERNEL)) {
+			add_key(&t, "tools");
+			json_text_add_value(&t, run->s->tools->stub);
+		}
 		if (ip->reap)
 			json_text_add_str(&t, ",\"reap\":true");
 		json_text_add_str(&t, "}\n");

@@ -206,6 +206,63 @@ static void test_quoted_with_length_keeps_nuls(void)
 	json_text_clear(&t);
 }
 
+/* What json_text_add_value() writes of v is what json_render() renders, byte for byte. */
+static void check_value_as_rendered(json_object *v)
+{
+	JsonText t = { .buf = NULL };
+	size_t len;
+	const char *want = json_render(v, &len);
+
+	json_text_add_value(&t, v);
+	CHECK(!t.failed);
+	CHECK(want && t.buf && t.len == len && memcmp(t.buf, want, len) == 0);
+	if (!(t.buf && want && t.len == len && memcmp(t.buf, want, len) == 0))
+		fprintf(stderr, "  wrote %s\n  json-c %s\n", t.buf ? t.buf : "(nothing)",
+			want ? want : "(nothing)");
+	json_text_clear(&t);
+}
+
+static void test_values_are_written_as_json_c_renders_them(void)
+{
+	static const char *const texts[] = {
+		"{}",
+		"[]",
+		"null",
+		"true",
+		"0",
+		"-9223372036854775808",
+		"9223372036854775807",
+		"18446744073709551615",
+		"1.5",
+		"-0.000123",
+		"1e300",
+		"\"a/b \\u0000 \\u001f \\\" \\\\ \\u00e9 \\ud83d\\ude00\"",
+		"{\"ok\":true,\"stdout\":\"1\\n\",\"usage\":{},\"files\":[],\"n\":null}",
+		"{\"a\":{\"b\":[1,[2,[3,{}]],{\"c\":[]}]},\"k/\\\"\\n\":false,\"d\":2.25}",
+		"[{\"file_id\":\"f_1\",\"filename\":\"x.png\"},{\"file_id\":\"f_2\"}]",
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(texts); i++) {
+		json_object *v = json_tokener_parse(texts[i]);
+
+		CHECK(v != NULL || strcmp(texts[i], "null") == 0);
+		check_value_as_rendered(v);
+		json_object_put(v);
+	}
+	{
+		json_object *o = json_object_new_object();
+
+		json_object_object_add(o, "u64", json_object_new_uint64(UINT64_MAX));
+		json_object_object_add(o, "i64", json_object_new_int64(INT64_MIN));
+		json_object_object_add(o, "int", json_object_new_int(-7));
+		json_object_object_add(o, "nul", json_object_new_string_len("a\0b", 3));
+		json_object_object_add(o, "none", NULL);
+		json_object_object_add(o, "dbl", json_object_new_double(0.1));
+		check_value_as_rendered(o);
+		json_object_put(o);
+	}
+}
+
 static void test_booleans(void)
 {
 	JsonText t = { .buf = NULL };
@@ -248,6 +305,7 @@ int main(void)
 	test_quoted_strings_match_json_c();
 	test_quoted_with_length_keeps_nuls();
 	test_booleans();
+	test_values_are_written_as_json_c_renders_them();
 	test_text_grows_and_renders_integers();
 	return unit_summary();
 }
