@@ -115,6 +115,8 @@ void json_text_add_str(JsonText *t, const char *s);
 void json_text_add_span(JsonText *t, const JsonSpan *sp);
 void json_text_add_int(JsonText *t, int64_t v);
 void json_text_add_bool(JsonText *t, bool v);
+/* ,"key": -- a member after the first, its value to follow. */
+void json_text_add_key(JsonText *t, const char *key);
 /* s as a JSON string, escaped as json_render() escapes it. */
 void json_text_add_quoted(JsonText *t, const char *s);
 /* The same for len bytes, NULs included (as \u0000). */

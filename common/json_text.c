@@ -319,8 +319,6 @@ void json_text_add_int(JsonText *t, int64_t v)
 	add_digits(t, v < 0 ? 0 - (uint64_t)v : (uint64_t)v, v < 0);
 }
 
-/* As json-c renders a string (without escaping '/'): quotes, backslashes and control
- * characters escaped, everything else as it is. */
 void json_text_add_bool(JsonText *t, bool v)
 {
 	if (v)
@@ -329,6 +327,15 @@ void json_text_add_bool(JsonText *t, bool v)
 		json_text_add(t, "false", 5);
 }
 
+void json_text_add_key(JsonText *t, const char *key)
+{
+	json_text_add(t, ",\"", 2);
+	json_text_add_str(t, key);
+	json_text_add(t, "\":", 2);
+}
+
+/* As json-c renders a string (without escaping '/'): quotes, backslashes and control
+ * characters escaped, everything else as it is. */
 void json_text_add_quoted(JsonText *t, const char *s)
 {
 	json_text_add_quoted_len(t, s, strlen(s));

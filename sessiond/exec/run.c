@@ -125,15 +125,6 @@ static char *append_line(char *s, size_t *len, const char *add)
 	return r;
 }
 
-/* A member's name, quoted and with its colon, after a comma: the objects written here have
- * their first member written with their opening brace. */
-static void add_key(JsonText *t, const char *key)
-{
-	json_text_add_str(t, ",\"");
-	json_text_add_str(t, key);
-	json_text_add_str(t, "\":");
-}
-
 /* The harness's notebook objects pass through (a null stays null); the worker shapes them. */
 static void add_cell_objects(JsonText *t, json_object *reply)
 {
@@ -144,7 +135,7 @@ static void add_cell_objects(JsonText *t, json_object *reply)
 
 		if (!json_object_object_get_ex(reply, keys[i], &v))
 			continue;
-		add_key(t, keys[i]);
+		json_text_add_key(t, keys[i]);
 		json_text_add_value(t, v);
 	}
 }
@@ -168,29 +159,29 @@ static void exec_reply(JsonText *t, Run *run, const SandboxUsage *u, bool oom, b
 		err = append_line(err, &err_len, run->note);
 	reply_ok_text(t);
 	if (run->note) {
-		add_key(t, "note");
+		json_text_add_key(t, "note");
 		json_text_add_quoted(t, run->note);
 	}
-	add_key(t, "stdout");
+	json_text_add_key(t, "stdout");
 	json_text_add_quoted_len(t, out ?: "", out ? out_len : 0);
-	add_key(t, "stderr");
+	json_text_add_key(t, "stderr");
 	json_text_add_quoted_len(t, err ?: "", err ? err_len : 0);
-	add_key(t, "return_code");
+	json_text_add_key(t, "return_code");
 	json_text_add_int(t, run->return_code);
-	add_key(t, "execution_time_ms");
+	json_text_add_key(t, "execution_time_ms");
 	json_text_add_int(t, (int64_t)(now_ms() - run->start_ms));
-	add_key(t, "timed_out");
+	json_text_add_key(t, "timed_out");
 	json_text_add_bool(t, run->timed_out);
-	add_key(t, "state_lost");
+	json_text_add_key(t, "state_lost");
 	json_text_add_bool(t, run->lost_state);
-	add_key(t, "cancelled");
+	json_text_add_key(t, "cancelled");
 	json_text_add_bool(t, run->cancelled);
-	add_key(t, "usage");
+	json_text_add_key(t, "usage");
 	if (u)
 		add_usage(t, run, u, oom);
 	else
 		json_text_add_str(t, "{}");
-	add_key(t, "execution_count");
+	json_text_add_key(t, "execution_count");
 	json_text_add_int(t, (int64_t)s->execution_count);
 	if (run->cell && run->reply)
 		add_cell_objects(t, run->reply);
@@ -384,19 +375,19 @@ static int encode_request(const Run *run, const Interp *ip, char **buf, size_t *
 		/* The id comes back in the reply: a reply to an older request is dropped. */
 		json_text_add_str(&t, "{\"id\":");
 		json_text_add_int(&t, (int64_t)id);
-		add_key(&t, "code");
+		json_text_add_key(&t, "code");
 		json_text_add_quoted(&t, run->code);
-		add_key(&t, "mode");
+		json_text_add_key(&t, "mode");
 		json_text_add_str(&t, run->cell ? "\"cell\"" : "\"otari\"");
 		if (run->cwd) {
-			add_key(&t, "cwd");
+			json_text_add_key(&t, "cwd");
 			json_text_add_quoted(&t, run->cwd);
 		}
 		if (run->stream)
 			json_text_add_str(&t, ",\"stream\":true");
 		/* The Python harnesses build _platform_tools from it (docs/harness-protocol.md). */
 		if (run->s->tools && (run->kind == INTERP_PYTHON || run->kind == INTERP_KERNEL)) {
-			add_key(&t, "tools");
+			json_text_add_key(&t, "tools");
 			json_text_add_value(&t, run->s->tools->stub);
 		}
 		if (ip->reap)

@@ -243,13 +243,13 @@ void op_edit(Manager *m, Conn *c, const Request *rq)
 		return;
 	}
 	reply_ok_text(&o);
-	json_text_add_str(&o, ",\"stdout\":");
+	json_text_add_key(&o, "stdout");
 	json_text_add_quoted(&o, res.out ?: "");
-	json_text_add_str(&o, ",\"stderr\":");
+	json_text_add_key(&o, "stderr");
 	json_text_add_quoted(&o, res.err ?: "");
-	json_text_add_str(&o, ",\"return_code\":");
+	json_text_add_key(&o, "return_code");
 	json_text_add_int(&o, res.return_code);
-	json_text_add_str(&o, ",\"execution_time_ms\":");
+	json_text_add_key(&o, "execution_time_ms");
 	json_text_add_int(&o, (int64_t)(now_ms() - t0));
 	json_text_add_str(&o, ",\"timed_out\":false,\"usage\":{}");
 	s->last_activity_at = now_real();

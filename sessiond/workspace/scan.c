@@ -60,7 +60,7 @@ static void add_produced(JsonText *t, Session *s, WsfsScan *scan)
 		json_text_add_str(t, sep);
 		json_text_add_str(t, "{\"file_id\":");
 		json_text_add_quoted(t, id);
-		json_text_add_str(t, ",\"filename\":");
+		json_text_add_key(t, "filename");
 		json_text_add_quoted(t, changes[i].path);
 		json_text_add_str(t, "}");
 		sep = ",";
@@ -74,7 +74,7 @@ static void add_produced(JsonText *t, Session *s, WsfsScan *scan)
 /* Close a reply's text with its files (found: the walk's, taken; or none) and send it to c. */
 static void send_with_files(Session *s, Conn *c, JsonText *head, WsfsScan *found)
 {
-	json_text_add_str(head, ",\"files\":");
+	json_text_add_key(head, "files");
 	if (found)
 		add_produced(head, s, found);
 	else

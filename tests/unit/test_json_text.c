@@ -271,6 +271,12 @@ static void test_booleans(void)
 	json_text_add_str(&t, ",");
 	json_text_add_bool(&t, false);
 	CHECK_EQ_STR(t.buf, "true,false");
+	t.len = 0;
+	json_text_add_str(&t, "{\"a\":1");
+	json_text_add_key(&t, "b");
+	json_text_add_bool(&t, true);
+	json_text_add_str(&t, "}");
+	CHECK_EQ_STR(t.buf, "{\"a\":1,\"b\":true}");
 	json_text_clear(&t);
 }
 
