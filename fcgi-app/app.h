@@ -33,6 +33,7 @@ typedef struct Worker {
 	SessiondClient sd; /* this thread's sessiond connection */
 	FCGX_Request req;  /* libfcgi's request state; keeps a kept-alive connection */
 	int release_fd;	   /* closed once the request is finished (worker_release_later) */
+	int listen_ep;	   /* epoll on the listener (exclusive) and stop_fd */
 } Worker;
 
 /* One request as handlers see it. */

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -110,14 +111,11 @@ static void serve(Worker *w)
 	http_done(&rq.http);
 }
 
-/*
- * Block until there is work (a new connection, or the next request on a kept
- * one) or shutdown begins. Returns true for work.
- */
-static bool wait_for_work(Worker *w)
+/* Block on a kept-alive connection from nginx until its next request or shutdown. */
+static bool wait_on_kept(Worker *w)
 {
 	struct pollfd p[2] = {
-		{ .fd = w->req.ipcFd >= 0 ? w->req.ipcFd : w->app->listen_fd, .events = POLLIN },
+		{ .fd = w->req.ipcFd, .events = POLLIN },
 		{ .fd = w->app->stop_fd, .events = POLLIN },
 	};
 
@@ -133,6 +131,63 @@ static bool wait_for_work(Worker *w)
 		if (p[0].revents)
 			return true;
 	}
+}
+
+/*
+ * Block until a new connection waits on the listener or shutdown begins. Every idle
+ * thread waits here, hundreds of them by default: each has the listener in its own
+ * epoll with EPOLLEXCLUSIVE, so a connection wakes one of them, not the whole pool (a
+ * poll() on the listener woke every idle thread, and all but one went back to sleep).
+ */
+static bool wait_on_listener(Worker *w)
+{
+	struct epoll_event ev[2];
+
+	for (;;) {
+		int n = epoll_wait(w->listen_ep, ev, ARRAY_SIZE(ev), -1);
+		bool work = false;
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			log_err("worker %u: epoll_wait: %m", w->id);
+			return false;
+		}
+		for (int i = 0; i < n; i++) {
+			if (ev[i].data.fd == w->app->stop_fd)
+				return false;
+			work = true;
+		}
+		if (work)
+			return true;
+	}
+}
+
+/* Block until there is work (a new connection, or the next request on a kept one) or
+ * shutdown begins. Returns true for work. */
+static bool wait_for_work(Worker *w)
+{
+	return w->req.ipcFd >= 0 ? wait_on_kept(w) : wait_on_listener(w);
+}
+
+/* The epoll wait_on_listener() blocks in: the listener, woken one thread at a time,
+ * and stop_fd, which wakes every thread. */
+static int listen_ep_open(const App *app)
+{
+	struct epoll_event lev = { .events = EPOLLIN | EPOLLEXCLUSIVE, .data.fd = app->listen_fd };
+	struct epoll_event sev = { .events = EPOLLIN, .data.fd = app->stop_fd };
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+
+	if (ep < 0)
+		return -errno;
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, app->listen_fd, &lev) < 0 ||
+	    epoll_ctl(ep, EPOLL_CTL_ADD, app->stop_fd, &sev) < 0) {
+		int r = -errno;
+
+		close(ep);
+		return r;
+	}
+	return ep;
 }
 
 /* After an accept error that is not a lost race: do not spin, but wake for shutdown. */
@@ -233,13 +288,21 @@ int server_run(App *app)
 		w->app = app;
 		w->id = (unsigned)started;
 		w->release_fd = -1;
-		r = sessiond_client_init(&w->sd, cfg->runtime_dir, cfg->exec_timeout_max + 120);
-		if (r < 0)
+		w->listen_ep = listen_ep_open(app);
+		if (w->listen_ep < 0) {
+			r = w->listen_ep;
 			break;
+		}
+		r = sessiond_client_init(&w->sd, cfg->runtime_dir, cfg->exec_timeout_max + 120);
+		if (r < 0) {
+			w->listen_ep = safe_close(w->listen_ep);
+			break;
+		}
 		FCGX_InitRequest(&w->req, app->listen_fd, 0);
 		r = -pthread_create(&w->thread, NULL, worker_main, w);
 		if (r < 0) {
 			sessiond_client_done(&w->sd);
+			w->listen_ep = safe_close(w->listen_ep);
 			break;
 		}
 	}
@@ -255,6 +318,7 @@ int server_run(App *app)
 	for (size_t i = 0; i < started; i++) {
 		pthread_join(workers[i].thread, NULL);
 		sessiond_client_done(&workers[i].sd);
+		safe_close(workers[i].listen_ep);
 	}
 	code_probe_wait();
 	app->stop_fd = safe_close(app->stop_fd);
