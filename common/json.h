@@ -43,6 +43,12 @@ struct json_tokener *json_in_tokener(int max_depth);
 /* Parse a whole buffer with json_in_tokener(max_depth): the value, or NULL when it is not
  * one complete JSON text (any error; trailing bytes are not looked at). */
 json_object *json_in_parse_quick(const char *buf, size_t len, int max_depth);
+/*
+ * json_in_parse_quick() for what sandboxed code may have written (a harness's reply, its
+ * events): bytes that are not UTF-8 are refused too, so none reach a client. json-c
+ * already decodes an escaped lone surrogate as U+FFFD.
+ */
+json_object *json_in_parse_sandboxed(const char *buf, size_t len, int max_depth);
 
 /*
  * Typed getters on an object's field. Each returns 1 when the field holds a value
@@ -121,7 +127,11 @@ void json_text_add_key(JsonText *t, const char *key);
 void json_text_add_quoted(JsonText *t, const char *s);
 /* The same for len bytes, NULs included (as \u0000). */
 void json_text_add_quoted_len(JsonText *t, const char *s, size_t len);
-/* A json-c value (NULL: null), the same bytes as json_render() makes of it, without its
- * printbuf and formatted numbers: json-c's own rendering remains for doubles only. */
+/*
+ * A json-c value (NULL: null), the same bytes as json_render() makes of it, without its
+ * printbuf and formatted numbers: json-c's own rendering remains for doubles only. But a
+ * NaN or an infinity, which json-c writes as NaN or Infinity and JSON cannot hold, is
+ * written as null (a harness's json.dumps writes them, and json-c reads them back).
+ */
 void json_text_add_value(JsonText *t, json_object *v);
 void json_text_clear(JsonText *t);

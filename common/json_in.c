@@ -170,19 +170,30 @@ struct json_tokener *json_in_tokener(int max_depth)
 	return t->tok[i];
 }
 
-json_object *json_in_parse_quick(const char *buf, size_t len, int max_depth)
+static json_object *parse_whole(const char *buf, size_t len, int max_depth, int flags)
 {
 	struct json_tokener *tok = json_in_tokener(max_depth);
 	json_object *o;
 
 	if (!tok || len > INT32_MAX)
 		return NULL;
+	json_tokener_set_flags(tok, flags);
 	o = json_tokener_parse_ex(tok, buf, (int)len);
 	if (json_tokener_get_error(tok) != json_tokener_success) {
 		json_object_put(o);
 		return NULL;
 	}
 	return o;
+}
+
+json_object *json_in_parse_quick(const char *buf, size_t len, int max_depth)
+{
+	return parse_whole(buf, len, max_depth, 0);
+}
+
+json_object *json_in_parse_sandboxed(const char *buf, size_t len, int max_depth)
+{
+	return parse_whole(buf, len, max_depth, JSON_TOKENER_VALIDATE_UTF8);
 }
 
 int json_in_parse(const char *buf, size_t len, int max_depth, json_object **ret, char *err,

@@ -8,6 +8,7 @@
 #include "json.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -439,6 +440,13 @@ void json_text_add_value(JsonText *t, json_object *v)
 		break;
 	case json_type_object: add_object(t, v); break;
 	case json_type_array: add_array(t, v); break;
+	case json_type_double:
+		if (!isfinite(json_object_get_double(v))) {
+			json_text_add(t, "null", 4);
+			break;
+		}
+		add_rendered(t, v);
+		break;
 	default: add_rendered(t, v);
 	}
 }

@@ -47,7 +47,7 @@ static int relay_text(OutputRelay *r, bool is_stderr, const char *data, size_t l
 
 static int relay_display(OutputRelay *r, const char *data, size_t len)
 {
-	_cleanup_json_ json_object *ev = json_in_parse_quick(data, len, EVENT_MAX_DEPTH);
+	_cleanup_json_ json_object *ev = json_in_parse_sandboxed(data, len, EVENT_MAX_DEPTH);
 
 	/* The harness's channel carries what user code may forge: a bad event is dropped. */
 	if (!ev || !json_object_is_type(ev, json_type_object) || !r->display)

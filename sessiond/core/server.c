@@ -212,6 +212,13 @@ int conn_send_data(Conn *c, uint8_t stream, const void *data, size_t len, size_t
 static const char incomplete_reply[] =
 	"{\"ok\":false,\"error\":\"unavailable\",\"detail\":\"the session daemon is out of memory\"}";
 
+/* What a reply too large for one frame is answered with: a call's output and notebook
+ * objects are each bounded, but what they grow to once escaped may still not fit. */
+static const char oversized_reply[] =
+	"{\"ok\":false,\"error\":\"too_large\",\"detail\":\"the reply would be larger than "
+	"the 32 MiB one reply may carry: the call's output or display data is too large\"}";
+_Static_assert(PROTO_MAX_PAYLOAD == 32u << 20, "oversized_reply names the frame's limit");
+
 /* Queue the reply's text (NULL: the error above) with its fds, and send what it can. */
 static void queue_reply(Conn *c, const char *txt, size_t len, int *fds, size_t nfds)
 {
@@ -224,6 +231,12 @@ static void queue_reply(Conn *c, const char *txt, size_t len, int *fds, size_t n
 	c->busy = false;
 	c->mute_in = false;
 	r = conn_queue_frame(c, PROTO_JSON, NULL, 0, txt, len);
+	if (r == -EMSGSIZE) {
+		log_warn("a reply of %zu bytes is larger than a frame: answered with an error",
+			 len);
+		r = conn_queue_frame(c, PROTO_JSON, NULL, 0, oversized_reply,
+				     sizeof(oversized_reply) - 1);
+	}
 	c->last_data = SIZE_MAX;
 	if (r < 0) {
 		log_err("cannot queue a reply: %s", strerror(-r));

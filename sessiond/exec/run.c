@@ -157,6 +157,9 @@ static void exec_reply(JsonText *t, Run *run, const SandboxUsage *u, bool oom, b
 
 	if (run->note && note_in_stderr)
 		err = append_line(err, &err_len, run->note);
+	/* Out of memory making them valid UTF-8: the output is lost, so is the reply. */
+	if (!out || !err)
+		t->failed = true;
 	reply_ok_text(t);
 	if (run->note) {
 		json_text_add_key(t, "note");
@@ -455,7 +458,7 @@ int reply_return_code(Run *run, const char *line)
 	/* Only a cell's reply has more than its return code to pass on. */
 	if (!run->cell)
 		return scanned_return_code(line);
-	run->reply = json_in_parse_quick(line, strlen(line), JSON_TOKENER_DEFAULT_DEPTH);
+	run->reply = json_in_parse_sandboxed(line, strlen(line), JSON_TOKENER_DEFAULT_DEPTH);
 	if (run->reply) {
 		json_object *rc;
 

@@ -415,18 +415,22 @@ void tool_call_drop(Run *run)
 /* {"call_id", "name", "input"}: what the callback is sent. */
 static char *tool_request_body(const ToolCall *tc, json_object *input, size_t *len)
 {
-	_cleanup_json_ json_object *o = json_object_new_object();
-	const char *txt;
-	char *copy;
+	JsonText t = { .buf = NULL };
 
-	json_set(o, "call_id", json_object_new_string(tc->call_id));
-	json_set(o, "name", json_object_new_string(tc->name));
-	json_set(o, "input", json_object_get(input));
-	if (json_incomplete(o))
+	json_text_add_str(&t, "{\"call_id\":");
+	json_text_add_quoted(&t, tc->call_id);
+	json_text_add_key(&t, "name");
+	json_text_add_quoted(&t, tc->name);
+	json_text_add_key(&t, "input");
+	/* The sandbox's input as it wrote it, but for a NaN or an infinity (null). */
+	json_text_add_value(&t, input);
+	json_text_add_str(&t, "}");
+	if (t.failed) {
+		json_text_clear(&t);
 		return NULL;
-	txt = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN, len);
-	copy = txt ? strdup(txt) : NULL;
-	return copy;
+	}
+	*len = t.len;
+	return t.buf;
 }
 
 static bool tool_known(const ToolSet *t, const char *name)
@@ -502,7 +506,6 @@ void tool_call_start(Interp *ip, const char *line)
 {
 	Run *run = ip->s->run;
 	size_t len = strlen(line);
-	struct json_tokener *tok;
 	_cleanup_json_ json_object *ev = NULL;
 	json_object *input = NULL;
 	uint64_t now = now_ms(), timeout;
@@ -514,11 +517,9 @@ void tool_call_start(Interp *ip, const char *line)
 	 * of calls queues nothing. */
 	if (!run || run->kind != ip->kind || run->phase != RUN_RUNNING || ip->wbuf)
 		return;
-	tok = json_tokener_new_ex(TOOL_JSON_DEPTH);
-	ev = tok && len <= (size_t)ip->s->m->cfg->tool_call_max_bytes ?
-		     json_tokener_parse_ex(tok, line, (int)len) :
+	ev = len <= (size_t)ip->s->m->cfg->tool_call_max_bytes ?
+		     json_in_parse_sandboxed(line, len, TOOL_JSON_DEPTH) :
 		     NULL;
-	json_tokener_free(tok);
 	if (tool_call_problem(ip, ev, len, msg, sizeof(msg))) {
 		tool_refuse(ip, "%s", msg);
 		return;

@@ -88,7 +88,10 @@ def check_envelope(status, headers, body, method, path):
     what = f"{method} {path[:100]} -> {status}"
     ctype = (headers.get("Content-Type") or "").split(";")[0].strip().lower()
     assert ctype == "application/json", f"{what}: Content-Type is {ctype!r}: {body[:200]!r}"
-    parsed = json.loads(body)
+    try:
+        parsed = ps.strict_json(body)
+    except ValueError as e:
+        raise AssertionError(f"{what}: body is not JSON ({e}): {body[:200]!r}")
     assert isinstance(parsed, dict), what
     assert set(parsed) >= {"success", "message", "data"}, f"{what}: not the envelope: {parsed!r}"
     assert isinstance(parsed["success"], bool), what

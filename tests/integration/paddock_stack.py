@@ -182,6 +182,17 @@ def route_template(path):
     return None
 
 
+def _no_constant(name):
+    raise ValueError(f"{name} is not JSON")
+
+
+def strict_json(body):
+    """Parse an answer as JSON and nothing looser: its bytes UTF-8, and no NaN or Infinity,
+    which Python's json module reads but no JSON parser need."""
+    text = body.decode("utf-8") if isinstance(body, (bytes, bytearray)) else body
+    return json.loads(text, parse_constant=_no_constant)
+
+
 def check_response(status, headers, body, method, path, bearer=False):
     """Check one answer against the contract: the schema the OpenAPI document names for
     its status, the Error shape for every 4xx/5xx, Retry-After and WWW-Authenticate."""
@@ -193,7 +204,7 @@ def check_response(status, headers, body, method, path, bearer=False):
     parsed = None
     if ctype == "application/json" and body:
         try:
-            parsed = json.loads(body)
+            parsed = strict_json(body)
         except ValueError as e:
             raise AssertionError(f"{what}: body is not JSON ({e}): {body[:200]!r}")
 

@@ -308,3 +308,60 @@ def test_session_limits_answer_429_and_never_evict(stacks):
         cc.delete(sid)
     assert cc.run("1", session_id="k2")["status"] == "ok"
     cc.delete("k2")
+
+
+# --- what a run writes that JSON cannot carry ------------------------------------------
+
+def kernel_tier(cc):
+    return cc.request("GET", "/v2/code/info").env["data"]["backend"] == "kernel"
+
+
+NAN_DISPLAY = """
+from IPython.display import display
+display({'text/plain': 'x'}, raw=True, metadata={'a': float('nan'), 'b': float('-inf')})
+"""
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_nan_and_infinity_in_outputs_are_null(cc, version):
+    if not kernel_tier(cc):
+        pytest.skip("display metadata needs the kernel tier")
+    # Python's json.dumps writes NaN and -Infinity; the answer (checked strictly by the
+    # client) carries null in their place.
+    d = cc.run(NAN_DISPLAY, version=version)
+    assert [o["metadata"] for o in outputs_of(d, "display_data")] == [{"a": None, "b": None}], d
+
+
+def forged_reply(payload):
+    """Code that writes its own cell reply on the harness's channel, then lets the real
+    one come too; payload is a Python expression of bytes, the result's text."""
+    return ("import os, time\n"
+            "os.write(63, b'{\"return_code\":0,\"status\":\"ok\",\"result\":{\"text/plain\":\"' + "
+            f"{payload}" " + b'\"},\"display\":[]}\\n')\n"
+            "time.sleep(0.3)")
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_forged_reply_that_is_not_utf8_never_reaches_the_client(cc, version):
+    if not kernel_tier(cc):
+        pytest.skip("the forged line is the kernel tier's")
+    r = cc.execute(forged_reply(r"b'\xff\xfe'"), version=version)
+    # Strictly parsed by the client: UTF-8 and JSON, whatever the run is said to be.
+    assert r.status_code == 200, r.text[:300]
+    assert "\ufffd" not in r.text and "\\xff" not in str(r.env["data"]["outputs"]), r.env
+    assert cc.run("print('next')")["stdout"] == "next\n"
+
+
+def test_a_reply_too_large_for_a_frame_is_413_and_harms_nothing(cc):
+    if not kernel_tier(cc):
+        pytest.skip("the forged line is the kernel tier's")
+    sid = new_id()
+    assert cc.run("x = 41", session_id=sid)["status"] == "ok"
+    # 15 MiB of control characters grows six-fold once escaped: past the 32 MiB a reply
+    # between sessiond and the worker may carry.
+    r = cc.execute(forged_reply(r"b'\x01' * (15 << 20)"), session_id=sid)
+    assert r.status_code == 413, r.text[:300]
+    assert "32 MiB" in r.env["message"], r.env
+    # Not the daemon's failure: the session and its state are still there.
+    assert outputs_of(cc.run("x + 1", session_id=sid), "execute_result")[0]["data"]["text/plain"] == "42"
+    cc.delete(sid)

@@ -61,7 +61,7 @@ class EventStream:
                 data.append(line[len("data: "):])
             elif line == "" and event is not None:
                 yield types.SimpleNamespace(t=time.monotonic() - self.t0, event=event,
-                                            data=json.loads("\n".join(data)))
+                                            data=ps.strict_json("\n".join(data)))
                 event, data = None, []
 
     def all(self):
@@ -310,6 +310,29 @@ def test_v2_streams_notebook_outputs_as_they_are_produced(cc, stack):
     check_outputs(env["data"])
     # The streamed outputs are the result's, in order.
     assert [e.data for e in events[:-1]] == env["data"]["outputs"]
+
+
+# The running harness, found from the cell: what it streams, the cell may write too.
+FORGE_DISPLAY = """
+import os, json
+h = get_ipython().display_pub.publish.__func__.__globals__
+line = json.dumps({'event': 'display', 'id': h['_stream_id'],
+                   'data': {'text/plain': 'FORGED'}, 'metadata': {}}).encode()
+os.write(63, line.replace(b'FORGED', b'\\xff\\xfe') + b'\\n')
+display({'text/plain': 'x'}, raw=True, metadata={'a': float('nan')})
+"""
+
+
+@needs_kernel
+def test_v2_streamed_events_are_json_whatever_the_cell_writes(cc, stack):
+    s = code_stream(stack, "/v2/code/execute", {"language": "python", "code": FORGE_DISPLAY})
+    assert s.status == 200 and s.is_stream()
+    # Every event parsed strictly (UTF-8, no NaN): the forged one is dropped, the NaN null.
+    events = s.all()
+    shown = [e.data for e in events if e.event == "display_data"]
+    assert shown == [{"output_type": "display_data", "data": {"text/plain": "x"},
+                      "metadata": {"a": None}}], events
+    assert events[-1].event == "result" and events[-1].data["success"] is True, events[-1]
 
 
 def test_v2_one_off_streams_and_leaves_no_session(cc, stack):

@@ -40,7 +40,7 @@ class Callback:
                 raw = self.rfile.read(n)
                 with cb.lock:
                     cb.calls.append({"path": self.path, "headers": dict(self.headers),
-                                     "body": json.loads(raw)})
+                                     "body": json.loads(raw), "raw": raw})
                 status, payload = cb.answer(json.loads(raw))
                 data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 self.send_response(status)
@@ -205,6 +205,21 @@ def test_a_python_call_reaches_the_callback_with_the_token(tc, tsid, cb):
                                             "print(t.gmail_list_emails.__doc__)\n"
                                             "print('slow' in dir(t))"})
     assert r.stdout == "The gmail_list_emails tool.\nTrue\n"
+
+
+def test_a_nan_in_a_call_s_input_reaches_the_callback_as_null(tc, tsid, cb):
+    registered(tc, tsid)
+    before = len(cb.recorded())
+    # The harness refuses NaN in a call; code that writes the call itself need not.
+    code = ("import os, time\n"
+            "os.write(63, b'{\"event\":\"tool_call\",\"name\":\"gmail_list_emails\",'\n"
+            "         b'\"input\":{\"query\":\"q\",\"limit\":NaN,\"ratio\":-Infinity}}\\n')\n"
+            "time.sleep(1)")
+    r = tc.exec_ok(tsid, "code_execution", {"code": code})
+    got = cb.recorded()[before:]
+    assert len(got) == 1, (got, r)
+    assert ps.strict_json(got[0]["raw"])["input"] == {"query": "q", "limit": None, "ratio": None}
+    assert tc.exec_ok(tsid, "code_execution", {"code": "print('next')"}).stdout == "next\n"
 
 
 FAILURES = """

@@ -163,11 +163,35 @@ static void test_utf8_valid_refuses_malformed_sequences(void)
 	CHECK(utf8_valid("\xef\xbf\xbf", 3));
 }
 
+/* What a sandbox may write: raw bytes that are not UTF-8 are refused, where the quick
+ * parse takes them; an escaped lone surrogate becomes U+FFFD in both. */
+static void test_sandboxed_json_must_be_utf8(void)
+{
+	static const char bad[] = "{\"a\":\"\xff\xfe\"}";
+	json_object *o = json_in_parse_quick(bad, sizeof(bad) - 1, 4);
+
+	CHECK(o != NULL);
+	json_object_put(o);
+	CHECK(json_in_parse_sandboxed(bad, sizeof(bad) - 1, 4) == NULL);
+	CHECK(json_in_parse_sandboxed("{\"a\":\"\xc3\"}", 9, 4) == NULL);
+	o = json_in_parse_sandboxed("{\"a\":\"\\ud800\xc3\xa9\"}", 16, 4);
+	CHECK(o != NULL);
+	if (o) {
+		json_object *a = json_object_object_get(o, "a");
+
+		CHECK_EQ_STR(json_object_get_string(a), "\xef\xbf\xbd\xc3\xa9");
+	}
+	json_object_put(o);
+	/* Depth still holds. */
+	CHECK(json_in_parse_sandboxed("[[[[[1]]]]]", 11, 4) == NULL);
+}
+
 int main(void)
 {
 	test_parse_takes_strict_json_within_its_depth();
 	test_getters_tell_a_value_from_absent_and_wrong_type();
 	test_a_key_holding_nul_is_refused();
 	test_utf8_valid_refuses_malformed_sequences();
+	test_sandboxed_json_must_be_utf8();
 	return unit_summary();
 }

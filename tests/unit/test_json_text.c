@@ -263,6 +263,20 @@ static void test_values_are_written_as_json_c_renders_them(void)
 	}
 }
 
+/* json-c writes NaN and Infinity, which are not JSON; the writer makes them null. */
+static void test_non_finite_numbers_are_null(void)
+{
+	json_object *v = json_tokener_parse("[NaN,-Infinity,Infinity,1.5,{\"m\":NaN}]");
+	JsonText t = { .buf = NULL };
+
+	CHECK(v != NULL);
+	json_text_add_value(&t, v);
+	CHECK(!t.failed);
+	CHECK_EQ_STR(t.buf, "[null,null,null,1.5,{\"m\":null}]");
+	json_text_clear(&t);
+	json_object_put(v);
+}
+
 static void test_booleans(void)
 {
 	JsonText t = { .buf = NULL };
@@ -311,6 +325,7 @@ int main(void)
 	test_quoted_strings_match_json_c();
 	test_quoted_with_length_keeps_nuls();
 	test_booleans();
+	test_non_finite_numbers_are_null();
 	test_values_are_written_as_json_c_renders_them();
 	test_text_grows_and_renders_integers();
 	return unit_summary();
