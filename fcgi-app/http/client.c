@@ -170,20 +170,13 @@ static void interpret(SessiondReply *rep)
 		rep->retry_after = ra;
 }
 
-static int call(SessiondClient *c, json_object *req, enum sessiond_retry retry,
+/* Send the request's len bytes s, and read the reply into rep. */
+static int call(SessiondClient *c, const char *s, size_t len, enum sessiond_retry retry,
 		const SessiondStream *st, bool keep_text, SessiondReply *rep)
 {
-	_cleanup_(json_text_clear) JsonText t = { .buf = NULL };
-	const char *s;
-	size_t len;
 	int r;
 
 	*rep = (SessiondReply){ .fd = -1 };
-	json_text_add_value(&t, req);
-	if (t.failed)
-		return -ENOMEM;
-	s = t.buf;
-	len = t.len;
 	for (int attempt = 0;; attempt++) {
 		bool may_retry = attempt == 0 && retry != SESSIOND_RETRY_NEVER;
 
@@ -215,22 +208,45 @@ static int call(SessiondClient *c, json_object *req, enum sessiond_retry retry,
 	}
 }
 
+/* call() for a request built as a json-c object. */
+static int call_object(SessiondClient *c, json_object *req, enum sessiond_retry retry,
+		       bool keep_text, SessiondReply *rep)
+{
+	_cleanup_(json_text_clear) JsonText t = { .buf = NULL };
+
+	*rep = (SessiondReply){ .fd = -1 };
+	json_text_add_value(&t, req);
+	if (t.failed)
+		return -ENOMEM;
+	return call(c, t.buf, t.len, retry, NULL, keep_text, rep);
+}
+
 int sessiond_call(SessiondClient *c, json_object *req, enum sessiond_retry retry,
 		  SessiondReply *rep)
 {
-	return call(c, req, retry, NULL, false, rep);
+	return call_object(c, req, retry, false, rep);
 }
 
 int sessiond_call_text(SessiondClient *c, json_object *req, enum sessiond_retry retry,
 		       SessiondReply *rep)
 {
-	return call(c, req, retry, NULL, true, rep);
+	return call_object(c, req, retry, true, rep);
 }
 
-int sessiond_call_streamed(SessiondClient *c, json_object *req, const SessiondStream *st,
+int sessiond_call_text_open(SessiondClient *c, JsonText *req, enum sessiond_retry retry,
+			    SessiondReply *rep)
+{
+	*rep = (SessiondReply){ .fd = -1 };
+	json_text_add_str(req, "}");
+	if (req->failed)
+		return -ENOMEM;
+	return call(c, req->buf, req->len, retry, NULL, true, rep);
+}
+
+int sessiond_call_streamed(SessiondClient *c, const char *req, size_t len, const SessiondStream *st,
 			   SessiondReply *rep)
 {
-	return call(c, req, SESSIOND_RETRY_ON_SEND, st, false, rep);
+	return call(c, req, len, SESSIOND_RETRY_ON_SEND, st, false, rep);
 }
 
 void sessiond_reply_clear(SessiondReply *rep)
@@ -265,6 +281,23 @@ bool sessiond_session_gone(const SessiondReply *rep)
 
 	return !rep->ok && rep->kind && strcmp(rep->kind, "not_found") == 0 &&
 	       (strcmp(d, "unknown session") == 0 || strcmp(d, "the session was destroyed") == 0);
+}
+
+void sessiond_request_begin(JsonText *t, const char *op, const char *request_id, const char *tenant,
+			    const char *session_id)
+{
+	json_text_add_str(t, "{\"op\":");
+	json_text_add_quoted(t, op);
+	json_text_add_key(t, "request_id");
+	json_text_add_quoted(t, request_id);
+	if (tenant) {
+		json_text_add_key(t, "tenant");
+		json_text_add_quoted(t, tenant);
+	}
+	if (session_id) {
+		json_text_add_key(t, "session_id");
+		json_text_add_quoted(t, session_id);
+	}
 }
 
 json_object *sessiond_request_new(const char *op, const char *request_id, const char *tenant,

@@ -8,6 +8,7 @@
 
 #include <json-c/json.h>
 
+#include "json.h"
 #include "proto.h"
 
 #include "http/http.h"
@@ -69,10 +70,11 @@ typedef struct SessiondStream {
 } SessiondStream;
 
 /*
- * sessiond_call (never sent twice) for a streamed call. -ECONNABORTED when it was abandoned:
- * the connection to sessiond is closed, which interrupts the run there.
+ * sessiond_call (never sent twice) for a streamed call, the request's len bytes req.
+ * -ECONNABORTED when it was abandoned: the connection to sessiond is closed, which
+ * interrupts the run there.
  */
-int sessiond_call_streamed(SessiondClient *c, json_object *req, const SessiondStream *st,
+int sessiond_call_streamed(SessiondClient *c, const char *req, size_t len, const SessiondStream *st,
 			   SessiondReply *rep);
 
 /* ---- a streamed exec relayed to its client as Server-Sent Events (relay.c) ---- */
@@ -100,8 +102,21 @@ typedef struct OutputRelay {
  * client went away, the run was cancelled, and there is nobody to answer.
  */
 int sessiond_call_relayed(SessiondClient *c, json_object *req, OutputRelay *r, SessiondReply *rep);
-/* {"op", "request_id", "tenant", "session_id"}: a request's common fields (tenant and
- * session_id left out when NULL), to add the op's own to; NULL when out of memory. */
+/* The same for a request begun with sessiond_request_begin(), which it closes. */
+int sessiond_call_relayed_open(SessiondClient *c, JsonText *req, OutputRelay *r,
+			       SessiondReply *rep);
+/*
+ * A request written as text, for the calls on the hot path, which the worker need not
+ * build as objects to render: {"op", "request_id", "tenant", "session_id" (tenant and
+ * session_id left out when NULL), left open for the op's own members (json_text_add_key);
+ * the call closes it. A failed allocation leaves req->failed, which the call answers.
+ */
+void sessiond_request_begin(JsonText *req, const char *op, const char *request_id,
+			    const char *tenant, const char *session_id);
+/* sessiond_call_text for a request so begun. */
+int sessiond_call_text_open(SessiondClient *c, JsonText *req, enum sessiond_retry retry,
+			    SessiondReply *rep);
+/* The same fields as a json-c object, to add the op's own to; NULL when out of memory. */
 json_object *sessiond_request_new(const char *op, const char *request_id, const char *tenant,
 				  const char *session_id);
 

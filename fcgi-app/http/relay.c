@@ -77,7 +77,9 @@ static int relay_on_idle(void *ctx)
 	return r->http->sse ? sse_heartbeat(r->http) : 0;
 }
 
-int sessiond_call_relayed(SessiondClient *c, json_object *req, OutputRelay *r, SessiondReply *rep)
+/* The relayed call of the request's len bytes s, which hold "stream": true. */
+static int relay_call(SessiondClient *c, const char *s, size_t len, OutputRelay *r,
+		      SessiondReply *rep)
 {
 	SessiondStream st = {
 		.on_data = relay_on_data,
@@ -86,13 +88,8 @@ int sessiond_call_relayed(SessiondClient *c, json_object *req, OutputRelay *r, S
 		.idle_ms = r->heartbeat_ms,
 		.hangup_fd = r->http->fcgi->ipcFd,
 	};
-	int ret;
+	int ret = sessiond_call_streamed(c, s, len, &st, rep);
 
-	/* The caller clears *rep whatever happens: it must hold nothing before the call. */
-	*rep = (SessiondReply){ .fd = -1 };
-	if (json_set(req, "stream", json_object_new_boolean(1)) < 0)
-		return -ENOMEM;
-	ret = sessiond_call_streamed(c, req, &st, rep);
 	if (ret == -ECONNABORTED) {
 		log_info("the client went away during a streamed call: cancelled REQUEST_ID=%s",
 			 r->http->request_id);
@@ -106,4 +103,27 @@ int sessiond_call_relayed(SessiondClient *c, json_object *req, OutputRelay *r, S
 		return -ECONNABORTED;
 	}
 	return ret;
+}
+
+int sessiond_call_relayed(SessiondClient *c, json_object *req, OutputRelay *r, SessiondReply *rep)
+{
+	_cleanup_(json_text_clear) JsonText t = { .buf = NULL };
+
+	/* The caller clears *rep whatever happens: it must hold nothing before the call. */
+	*rep = (SessiondReply){ .fd = -1 };
+	if (json_set(req, "stream", json_object_new_boolean(1)) < 0)
+		return -ENOMEM;
+	json_text_add_value(&t, req);
+	if (t.failed)
+		return -ENOMEM;
+	return relay_call(c, t.buf, t.len, r, rep);
+}
+
+int sessiond_call_relayed_open(SessiondClient *c, JsonText *req, OutputRelay *r, SessiondReply *rep)
+{
+	*rep = (SessiondReply){ .fd = -1 };
+	json_text_add_str(req, ",\"stream\":true}");
+	if (req->failed)
+		return -ENOMEM;
+	return relay_call(c, req->buf, req->len, r, rep);
 }

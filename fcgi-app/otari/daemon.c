@@ -20,6 +20,12 @@ json_object *otari_sd_request(ReqCtx *rq, const char *op)
 				    rq->match.id[0] ? rq->match.id : NULL);
 }
 
+void otari_sd_request_begin(ReqCtx *rq, JsonText *req, const char *op)
+{
+	sessiond_request_begin(req, op, rq->http.request_id, rq->tenant,
+			       rq->match.id[0] ? rq->match.id : NULL);
+}
+
 static const char *default_detail(const char *kind)
 {
 	if (strcmp(kind, "not_found") == 0)
@@ -78,9 +84,9 @@ int otari_sd_call(ReqCtx *rq, json_object *req, enum sessiond_retry retry, Sessi
 	return sd_called(rq, sessiond_call(&rq->w->sd, req, retry, rep), rep);
 }
 
-int otari_sd_call_text(ReqCtx *rq, json_object *req, enum sessiond_retry retry, SessiondReply *rep)
+int otari_sd_call_text(ReqCtx *rq, JsonText *req, enum sessiond_retry retry, SessiondReply *rep)
 {
-	return sd_called(rq, sessiond_call_text(&rq->w->sd, req, retry, rep), rep);
+	return sd_called(rq, sessiond_call_text_open(&rq->w->sd, req, retry, rep), rep);
 }
 
 /* {"text": ...} as a stdout or stderr event. */
@@ -93,7 +99,7 @@ static int text_event(OutputRelay *r, bool is_stderr, const char *text, size_t l
 	return sse_json_event(r->http, is_stderr ? "stderr" : "stdout", o);
 }
 
-int otari_sd_call_streamed(ReqCtx *rq, json_object *req, SessiondReply *rep)
+int otari_sd_call_streamed(ReqCtx *rq, JsonText *req, SessiondReply *rep)
 {
 	OutputRelay relay = {
 		.http = &rq->http,
@@ -102,7 +108,7 @@ int otari_sd_call_streamed(ReqCtx *rq, json_object *req, SessiondReply *rep)
 		.max_chars = SIZE_MAX,
 		.heartbeat_ms = (int)rq->app->cfg->stream_heartbeat_seconds * 1000,
 	};
-	int r = sessiond_call_relayed(&rq->w->sd, req, &relay, rep);
+	int r = sessiond_call_relayed_open(&rq->w->sd, req, &relay, rep);
 
 	if (r == 0 && rep->ok)
 		return 0;

@@ -35,6 +35,8 @@ int otari_read_json(ReqCtx *rq, bool allow_empty, json_object **ret);
 
 /* A sessiond request for op with request_id, tenant and session_id filled in (owned). */
 json_object *otari_sd_request(ReqCtx *rq, const char *op);
+/* The same written as text, left open (sessiond_request_begin). */
+void otari_sd_request_begin(ReqCtx *rq, JsonText *req, const char *op);
 
 /*
  * Answer a failed sessiond_call (r < 0: daemon unreachable) or an error reply
@@ -45,8 +47,9 @@ void otari_sd_fail(ReqCtx *rq, int r, const SessiondReply *rep);
 /* Send req and read the reply: 0 with an ok reply in *rep (the caller clears it), or -1
  * with the client answered (otari_sd_fail) and *rep cleared. */
 int otari_sd_call(ReqCtx *rq, json_object *req, enum sessiond_retry retry, SessiondReply *rep);
-/* The same, an ok reply kept as text (sessiond_call_text). */
-int otari_sd_call_text(ReqCtx *rq, json_object *req, enum sessiond_retry retry, SessiondReply *rep);
+/* The same for a request begun with otari_sd_request_begin(), an ok reply kept as text
+ * (sessiond_call_text_open). */
+int otari_sd_call_text(ReqCtx *rq, JsonText *req, enum sessiond_retry retry, SessiondReply *rep);
 /* The same for an exec whose output streams to the client as `stdout` and `stderr` events
  * (sent once); -1 also when the client went away, with nobody to answer. */
-int otari_sd_call_streamed(ReqCtx *rq, json_object *req, SessiondReply *rep);
+int otari_sd_call_streamed(ReqCtx *rq, JsonText *req, SessiondReply *rep);

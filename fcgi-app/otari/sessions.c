@@ -161,12 +161,14 @@ static int make_tool_use_id(char out[9 + 24 + 1])
 	return random_hex(out + 9, 12);
 }
 
-/* Validate tool, input and timeout into the sessiond request; answers and returns -1 on error. */
+/*
+ * Validate tool, input and timeout into the sessiond request, written as text and left
+ * open (otari_sd_request_begin); answers and returns -1 on error.
+ */
 static int exec_request(ReqCtx *rq, json_object *body, const struct tool **tool_out,
-			json_object **sdreq_out)
+			JsonText *sdreq)
 {
 	const PaddockConfig *cfg = rq->app->cfg;
-	_cleanup_json_ json_object *sdreq = NULL;
 	const struct tool *tool = NULL;
 	json_object *input;
 	const char *name, *text;
@@ -202,15 +204,14 @@ static int exec_request(ReqCtx *rq, json_object *body, const struct tool **tool_
 			   cfg->exec_timeout_max);
 		return -1;
 	}
-	sdreq = otari_sd_request(rq, tool->sessiond_tool ? "exec" : "edit");
-	if (!sdreq)
-		goto oom;
 	if (!tool->sessiond_tool) {
 		/* sessiond validates the editor's fields; its "invalid" becomes 422. */
-		if (json_set(sdreq, "input", json_object_get(input)) < 0)
+		otari_sd_request_begin(rq, sdreq, "edit");
+		json_text_add_key(sdreq, "input");
+		json_text_add_value(sdreq, input);
+		if (sdreq->failed)
 			goto oom;
 		*tool_out = tool;
-		*sdreq_out = TAKE_PTR(sdreq);
 		return 0;
 	}
 	r = json_in_string(input, tool->field, &text, &text_len);
@@ -231,12 +232,16 @@ static int exec_request(ReqCtx *rq, json_object *body, const struct tool **tool_
 			   tool->field);
 		return -1;
 	}
-	if (json_set(sdreq, "tool", json_object_new_string(tool->sessiond_tool)) < 0 ||
-	    json_set(sdreq, "code", json_object_new_string_len(text, (int)text_len)) < 0 ||
-	    json_set(sdreq, "timeout_ms", json_object_new_int64(timeout * 1000)) < 0)
+	otari_sd_request_begin(rq, sdreq, "exec");
+	json_text_add_key(sdreq, "tool");
+	json_text_add_quoted(sdreq, tool->sessiond_tool);
+	json_text_add_key(sdreq, "code");
+	json_text_add_quoted_len(sdreq, text, text_len);
+	json_text_add_key(sdreq, "timeout_ms");
+	json_text_add_int(sdreq, timeout * 1000);
+	if (sdreq->failed)
 		goto oom;
 	*tool_out = tool;
-	*sdreq_out = TAKE_PTR(sdreq);
 	return 0;
 oom:
 	http_error(&rq->http, 500, NULL, "out of memory");
@@ -376,8 +381,8 @@ static int render_exec(const struct tool *tool, const char *tool_use_id, const c
 
 void otari_exec(ReqCtx *rq)
 {
-	_cleanup_json_ json_object *body = NULL, *sdreq = NULL;
-	_cleanup_(json_text_clear) JsonText out = { .buf = NULL };
+	_cleanup_json_ json_object *body = NULL;
+	_cleanup_(json_text_clear) JsonText sdreq = { .buf = NULL }, out = { .buf = NULL };
 	const struct tool *tool;
 	char generated[9 + 24 + 1];
 	const char *tool_use_id, *reply;
@@ -402,8 +407,9 @@ void otari_exec(ReqCtx *rq)
 		tool_use_id = generated;
 	}
 	/* Running code twice is worse than failing once: no retry after sessiond saw it. */
-	r = http_wants_sse(&rq->http) ? otari_sd_call_streamed(rq, sdreq, &rep) :
-					otari_sd_call_text(rq, sdreq, SESSIOND_RETRY_ON_SEND, &rep);
+	r = http_wants_sse(&rq->http) ?
+		    otari_sd_call_streamed(rq, &sdreq, &rep) :
+		    otari_sd_call_text(rq, &sdreq, SESSIOND_RETRY_ON_SEND, &rep);
 	if (r < 0)
 		return;
 	/* A streamed call's reply came parsed: rendered again, off the hot path. */
