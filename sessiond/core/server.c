@@ -234,6 +234,10 @@ static void queue_reply(Conn *c, const char *txt, size_t len, int *fds, size_t n
 	if (r == -EMSGSIZE) {
 		log_warn("a reply of %zu bytes is larger than a frame: answered with an error",
 			 len);
+		/* What came with the reply goes with it. */
+		for (size_t i = 0; i < nfds; i++)
+			close(fds[i]);
+		nfds = 0;
 		r = conn_queue_frame(c, PROTO_JSON, NULL, 0, oversized_reply,
 				     sizeof(oversized_reply) - 1);
 	}
