@@ -145,7 +145,6 @@ static bool wait_on_listener(Worker *w)
 
 	for (;;) {
 		int n = epoll_wait(w->listen_ep, ev, ARRAY_SIZE(ev), -1);
-		bool work = false;
 
 		if (n < 0) {
 			if (errno == EINTR)
@@ -153,12 +152,10 @@ static bool wait_on_listener(Worker *w)
 			log_err("worker %u: epoll_wait: %m", w->id);
 			return false;
 		}
-		for (int i = 0; i < n; i++) {
+		for (int i = 0; i < n; i++)
 			if (ev[i].data.fd == w->app->stop_fd)
 				return false;
-			work = true;
-		}
-		if (work)
+		if (n > 0)
 			return true;
 	}
 }
