@@ -11,6 +11,7 @@
 #include <string.h>
 #include <syslog.h>
 #include <time.h>
+#include <unistd.h>
 
 #define SD_JOURNAL_SUPPRESS_LOCATION
 #include <systemd/sd-journal.h>
@@ -40,7 +41,7 @@ static void journal_write(int level, const char *msg)
 	struct iovec iov[16];
 	char fields[8][256], prio[16], ident[64];
 	size_t n = 0, nf = 0;
-	char line[2048 + 16];
+	char line[LOG_LINE_MAX + 16];
 
 	snprintf(line, sizeof(line), "MESSAGE=%s", msg);
 	snprintf(prio, sizeof(prio), "PRIORITY=%d", level);
@@ -71,26 +72,64 @@ static void journal_write(int level, const char *msg)
 	sd_journal_sendv(iov, (int)n);
 }
 
-void log_write(int level, const char *fmt, ...)
+/* A stderr line in one write(): lines from several threads never interleave (a pipe takes
+ * a write up to PIPE_BUF whole), and the message is not copied again by stdio. */
+static void stderr_write(int level, const char *msg)
 {
 	static const char *names[] = { [3] = "error", [4] = "warn", [6] = "info", [7] = "debug" };
+	const char *name =
+		level >= 0 && level < (int)ARRAY_SIZE(names) && names[level] ? names[level] : "?";
+	struct timespec ts;
+	char prefix[128];
+	int n;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	n = snprintf(prefix, sizeof(prefix), "%lld.%03ld %s[%s]: ", (long long)ts.tv_sec,
+		     ts.tv_nsec / 1000000, log_ident, name);
+	if (n < 0)
+		return;
+	struct iovec iov[3] = {
+		{ prefix, (size_t)n < sizeof(prefix) ? (size_t)n : sizeof(prefix) - 1 },
+		{ (void *)msg, strlen(msg) },
+		{ (void *)"\n", 1 },
+	};
+	while (writev(STDERR_FILENO, iov, 3) < 0 && errno == EINTR)
+		;
+}
+
+void log_line_format(LogLine *l, int level, const char *fmt, ...)
+{
+	va_list ap;
+
+	l->level = level;
+	va_start(ap, fmt);
+	vsnprintf(l->msg, sizeof(l->msg), fmt, ap);
+	va_end(ap);
+}
+
+void log_line_write(const LogLine *l)
+{
 	int saved = errno;
-	char msg[2048];
+
+	if (use_journal)
+		journal_write(l->level, l->msg);
+	else if (use_syslog)
+		syslog(l->level, "%s", l->msg);
+	else
+		stderr_write(l->level, l->msg);
+	errno = saved;
+}
+
+void log_write(int level, const char *fmt, ...)
+{
+	int saved = errno;
+	LogLine l = { .level = level };
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	vsnprintf(l.msg, sizeof(l.msg), fmt, ap);
 	va_end(ap);
-	if (use_journal) {
-		journal_write(level, msg);
-	} else if (use_syslog) {
-		syslog(level, "%s", msg);
-	} else {
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		fprintf(stderr, "%lld.%03ld %s[%s]: %s\n", (long long)ts.tv_sec,
-			ts.tv_nsec / 1000000, log_ident, names[level] ? names[level] : "?", msg);
-	}
+	log_line_write(&l);
 	errno = saved;
 }
 

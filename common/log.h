@@ -12,6 +12,18 @@ extern int log_max_level;
 void log_open(const char *ident, const char *target, int level);
 void log_write(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* A line formatted now and written later: a request's line is made while what it names is
+ * at hand, and written once the answer has gone, so the client does not wait for the log. */
+#define LOG_LINE_MAX 2048
+typedef struct LogLine {
+	int level;
+	char msg[LOG_LINE_MAX];
+} LogLine;
+
+void log_line_format(LogLine *l, int level, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+void log_line_write(const LogLine *l);
+
 /* Arguments are only evaluated when the level is enabled. */
 #define log_at(lvl, ...)                                                                           \
 	do {                                                                                       \

@@ -86,7 +86,8 @@ static void dispatch(ReqCtx *rq)
 		http_error(&rq->http, 404, NULL, "no such route");
 }
 
-static void serve(Worker *w)
+/* Serve one request; its log line, when the level wants one, is left in *line (true). */
+static bool serve(Worker *w, LogLine *line)
 {
 	ReqCtx rq = { .app = w->app, .w = w };
 	uint64_t start = now_ms();
@@ -105,10 +106,15 @@ static void serve(Worker *w)
 	took = (int64_t)(now_ms() - start);
 	metrics_observe(rq.match.route ? rq.match.route->name : NULL, rq.http.status, took);
 	/* One line per request; never bodies, code or tokens. */
-	log_info("%s %s %d %" PRId64 "ms%s%s REQUEST_ID=%s", rq.http.method,
-		 rq.match.route ? rq.match.route->name : "-", rq.http.status, took,
-		 rq.match.id[0] ? " SESSION_ID=" : "", rq.match.id, rq.http.request_id);
+	bool logged = LOG_LVL_INFO <= log_max_level;
+
+	if (logged)
+		log_line_format(line, LOG_LVL_INFO, "%s %s %d %" PRId64 "ms%s%s REQUEST_ID=%s",
+				rq.http.method, rq.match.route ? rq.match.route->name : "-",
+				rq.http.status, took, rq.match.id[0] ? " SESSION_ID=" : "",
+				rq.match.id, rq.http.request_id);
 	http_done(&rq.http);
+	return logged;
 }
 
 /* Block on a kept-alive connection from nginx until its next request or shutdown. */
@@ -213,8 +219,13 @@ static void *worker_main(void *arg)
 		}
 		/* libfcgi accepts without SOCK_CLOEXEC: the one program the worker starts
 		 * (probe.c) closes every descriptor above stderr as it starts instead. */
-		serve(w);
+		LogLine line;
+		bool logged = serve(w, &line);
+
+		/* The answer's last bytes go to nginx here; the line describing it after. */
 		FCGX_Finish_r(&w->req);
+		if (logged)
+			log_line_write(&line);
 		worker_release_later(w, -1);
 	}
 	if (w->req.ipcFd >= 0)
