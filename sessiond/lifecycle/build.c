@@ -12,6 +12,7 @@
 static void build_undo(Manager *m, Session *s)
 {
 	s->ws_fd = safe_close(s->ws_fd);
+	s->scan_root_fd = safe_close(s->scan_root_fd);
 	uid_release(m, s->uid);
 }
 

@@ -47,6 +47,7 @@ static void session_close_parts(Session *s)
 	s->ctl_src = NULL;
 	s->sb.ctl_fd = safe_close(s->sb.ctl_fd);
 	s->ws_fd = safe_close(s->ws_fd);
+	s->scan_root_fd = safe_close(s->scan_root_fd);
 	s->counters = sandbox_counters_free(s->counters);
 	wsfs_changes_free(s->reported, s->n_reported);
 	s->reported = NULL;

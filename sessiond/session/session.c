@@ -79,6 +79,7 @@ Session *session_alloc(Manager *m)
 	s->m = m;
 	s->sb = (Sandbox){ .pidfd = -1, .ctl_fd = -1 };
 	s->ws_fd = -1;
+	s->scan_root_fd = -1;
 	for (int k = 0; k < INTERP_KIND_COUNT; k++)
 		s->interps[k] =
 			(Interp){ .s = s, .kind = k, .pidfd = -1, .ctl = -1, .out = -1, .err = -1 };

@@ -130,6 +130,8 @@ struct Session {
 	Sandbox sb;	     /* pid, pidfd, ctl of init */
 	LoopSource *ctl_src; /* init's control socket */
 	int ws_fd;	     /* O_PATH of the workspace root */
+	int scan_root_fd;    /* the root open for reading, kept for the produced-files walk */
+	bool scan_root_lent; /* a walk holds scan_root_fd now */
 	EditorUndo *undo;
 	Interp interps[INTERP_KIND_COUNT];
 	Run *run; /* the execution in flight, or NULL */

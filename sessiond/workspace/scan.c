@@ -25,6 +25,7 @@ struct ScanReply {
 	JsonText head;	    /* the same for produced files: the reply's text so far */
 	WsfsScan *scan;
 	char *list_path;  /* a listing: the path asked for (for errors); NULL: produced files */
+	bool lent_root;	  /* scan reads the session's scan_root_fd */
 	ScanSentFn *sent; /* called with sent_arg once the reply has gone; or NULL */
 	void *sent_arg;
 	LoopSource *timer;
@@ -94,6 +95,8 @@ static void scan_free(ScanReply *sr)
 {
 	loop_remove(sr->s->m->loop, sr->timer);
 	wsfs_scan_free(sr->scan);
+	if (sr->lent_root)
+		sr->s->scan_root_lent = false;
 	json_object_put(sr->reply);
 	json_text_clear(&sr->head);
 	free(sr->list_path);
@@ -162,6 +165,29 @@ static void scan_begin(Session *s, ScanReply *sr)
 	scan_step(sr);
 }
 
+/*
+ * Start the walk for a run's produced files. The root is read through the session's own
+ * descriptor, opened at its first walk and kept: a call's walk of a small workspace is
+ * then two getdents64() rather than an openat2() and a close() around them too. A walk
+ * already holding it (another reply's, still walking) leaves the next to open its own.
+ */
+static int produced_scan_start(Session *s, ScanReply *sr, const struct timespec *since, size_t max)
+{
+	if (s->scan_root_fd < 0 && s->ws_fd >= 0) {
+		int fd = wsfs_root_open(s->ws_fd);
+
+		s->scan_root_fd = fd < 0 ? -1 : fd;
+	}
+	int r;
+
+	if (s->scan_root_fd < 0 || s->scan_root_lent)
+		return wsfs_scan_changes(s->ws_fd, since, max, &sr->scan);
+	r = wsfs_scan_changes_from(s->scan_root_fd, since, max, &sr->scan);
+	if (r == 0)
+		sr->lent_root = s->scan_root_lent = true;
+	return r;
+}
+
 void reply_with_produced_files(Session *s, Conn *c, JsonText *head, const struct timespec *since,
 			       ScanSentFn *sent, void *sent_arg)
 {
@@ -170,7 +196,7 @@ void reply_with_produced_files(Session *s, Conn *c, JsonText *head, const struct
 	int r = sr ? 0 : -ENOMEM;
 
 	if (r == 0 && max > 0)
-		r = wsfs_scan_changes(s->ws_fd, since, max, &sr->scan);
+		r = produced_scan_start(s, sr, since, max);
 	if (r < 0 || max == 0) {
 		free(sr);
 		send_with_files(s, c, head, NULL);

@@ -391,6 +391,7 @@ typedef struct WalkDir {
 	size_t len;   /* the length of path naming it */
 	off_t resume; /* where to read on once back from a subdirectory */
 	bool seek;    /* resume is to be sought first */
+	bool lent;    /* the caller's descriptor: read from its start, never closed */
 } WalkDir;
 
 /*
@@ -428,7 +429,10 @@ static void walk_push(Walk *w, int dfd, size_t len)
 
 static void walk_pop(Walk *w)
 {
-	close(w->dirs[--w->depth].fd);
+	const WalkDir *d = &w->dirs[--w->depth];
+
+	if (!d->lent)
+		close(d->fd);
 	w->path[w->depth ? w->dirs[w->depth - 1].len : 0] = '\0';
 	w->pos = w->end = 0;
 }
@@ -736,18 +740,28 @@ int wsfs_scan_list(int ws_fd, const char *rel, size_t max, WsfsScan **ret)
 	return 0;
 }
 
-int wsfs_scan_changes(int ws_fd, const struct timespec *since, size_t max, WsfsScan **ret)
+/* A scan for wsfs_scan_changes() or wsfs_scan_changes_from(), its root not yet open. */
+static WsfsScan *changes_new(const struct timespec *since, size_t max)
 {
 	WsfsScan *sc = scan_new();
-	int r;
 
 	if (!sc)
-		return -ENOMEM;
+		return NULL;
 	sc->since = *since;
 	sc->w.max = max;
 	sc->w.since = &sc->since;
 	sc->w.visit = changed_visit;
 	sc->w.userdata = &sc->changed;
+	return sc;
+}
+
+int wsfs_scan_changes(int ws_fd, const struct timespec *since, size_t max, WsfsScan **ret)
+{
+	WsfsScan *sc = changes_new(since, max);
+	int r;
+
+	if (!sc)
+		return -ENOMEM;
 	r = walk_start(&sc->w, ws_fd, ".");
 	if (r < 0) {
 		wsfs_scan_free(sc);
@@ -755,6 +769,27 @@ int wsfs_scan_changes(int ws_fd, const struct timespec *since, size_t max, WsfsS
 	}
 	*ret = sc;
 	return 0;
+}
+
+int wsfs_scan_changes_from(int root_fd, const struct timespec *since, size_t max, WsfsScan **ret)
+{
+	WsfsScan *sc = changes_new(since, max);
+
+	if (!sc)
+		return -ENOMEM;
+	sc->w.path[0] = '\0';
+	sc->w.budget = WS_WALK_BUDGET;
+	walk_push(&sc->w, root_fd, 0);
+	/* Read from the start: the last walk left the offset at the end. */
+	sc->w.dirs[0].lent = sc->w.dirs[0].seek = true;
+	sc->w.dirs[0].resume = 0;
+	*ret = sc;
+	return 0;
+}
+
+int wsfs_root_open(int ws_fd)
+{
+	return wsfs_openat2(ws_fd, ".", O_RDONLY | O_DIRECTORY, 0);
 }
 
 int wsfs_scan_step(WsfsScan *sc, size_t entries)

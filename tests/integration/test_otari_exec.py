@@ -464,5 +464,34 @@ def test_produced_file_list_is_capped(client, sid):
     assert got.status_code == 200 and got.content == str(int(f["filename"][1:4])).encode()
 
 
+def test_calls_at_once_in_a_large_workspace_each_list_their_own_file(client, sid):
+    """Editor calls on one session may walk the workspace at the same time (a walk of many
+    files takes several turns of the daemon's loop): each walk reads the directories for
+    itself, and every file the calls made is listed, and nothing else. (Which reply lists
+    it is a race: a walk that runs after another call's write sees that file too, and the
+    session reports a version of a file once.) The files are in the root, whose descriptor
+    the walks of a session's calls would otherwise share."""
+    client.run(sid, "for i in range(3000):\n    open(f'bulk-{i:04}.txt', 'w').write('x')")
+    names = [f"made-{k}.txt" for k in range(6)]
+    results = {}
+
+    def create(name):
+        results[name] = client.clone().edit(sid, command="create", path=name, file_text=name)
+
+    for _ in range(3):
+        threads = [threading.Thread(target=create, args=(n,)) for n in names]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        listed = set()
+        for n in names:
+            got = files_by_name(results[n])
+            assert set(got) <= set(names), (n, results[n].files)
+            listed |= set(got)
+        assert listed == set(names), {n: results[n].files for n in names}
+        names = [n.replace(".txt", "x.txt") for n in names]
+
+
 def test_unknown_file_id_is_404(client, sid):
     assert client.get_file(sid, file_id="no-such-file-id").status_code == 404

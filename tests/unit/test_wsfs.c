@@ -665,6 +665,59 @@ static void test_walk_reads_on_after_subdirectories_and_across_reads(void)
 	wsfs_changes_free(all, n_all);
 }
 
+/* Walks one after another through the same lent root descriptor: each reads the root from
+ * its start, sees what a walk that opens its own root sees, and leaves the descriptor open. */
+static void test_walks_from_a_lent_root_read_it_from_the_start_each_time(void)
+{
+	struct timespec since = { 0, 0 };
+	int root_fd = wsfs_root_open(ws_fd);
+	WsfsChange *all = NULL;
+	size_t n_all = 0;
+
+	CHECK_GE_INT(root_fd, 0);
+	if (root_fd < 0)
+		return;
+	make_wide_dir("lent", 300, 3, 20);
+	CHECK_EQ_INT(wsfs_changed_since(ws_fd, &since, 100000, &all, &n_all), 0);
+	for (int round = 0; round < 3; round++) {
+		WsfsScan *sc = NULL;
+		WsfsChange *changes = NULL;
+		size_t n = 0, steps = 0;
+		int r = 0;
+
+		/* Small slices: the walk leaves the root for subdirectories and seeks back. */
+		CHECK_EQ_INT(wsfs_scan_changes_from(root_fd, &since, 100000, &sc), 0);
+		while (sc && (r = wsfs_scan_step(sc, round == 0 ? 1 : 64)) == 0 && steps < 1000000)
+			steps++;
+		CHECK_EQ_INT(r, 1);
+		if (sc)
+			wsfs_scan_take_changes(sc, &changes, &n);
+		CHECK_EQ_INT(n, n_all);
+		for (size_t i = 0; i < n && i < n_all; i++)
+			CHECK_EQ_STR(changes[i].path, all[i].path);
+		wsfs_changes_free(changes, n);
+		CHECK_GE_INT(fcntl(root_fd, F_GETFD), 0); /* still open: the caller's */
+	}
+	/* A walk given up half way leaves it open too, and the next still reads it all. */
+	{
+		WsfsScan *sc = NULL;
+		WsfsChange *changes = NULL;
+		size_t n = 0;
+
+		CHECK_EQ_INT(wsfs_scan_changes_from(root_fd, &since, 100000, &sc), 0);
+		CHECK_EQ_INT(wsfs_scan_step(sc, 5), 0);
+		wsfs_scan_free(sc);
+		CHECK_GE_INT(fcntl(root_fd, F_GETFD), 0);
+		CHECK_EQ_INT(wsfs_scan_changes_from(root_fd, &since, 100000, &sc), 0);
+		CHECK_EQ_INT(wsfs_scan_step(sc, SIZE_MAX), 1);
+		wsfs_scan_take_changes(sc, &changes, &n);
+		CHECK_EQ_INT(n, n_all);
+		wsfs_changes_free(changes, n);
+	}
+	wsfs_changes_free(all, n_all);
+	close(root_fd);
+}
+
 static void test_mime_type_comes_from_the_extension(void)
 {
 	CHECK_EQ_STR(wsfs_guess_mime("a.txt"), "text/plain");
@@ -805,6 +858,7 @@ int main(void)
 	test_commit_hands_back_the_file_it_replaced();
 	test_list_skips_symlinks_and_fifos_and_truncates_at_max();
 	test_changed_since_reports_each_new_version();
+	test_walks_from_a_lent_root_read_it_from_the_start_each_time();
 	test_walk_reads_on_after_subdirectories_and_across_reads();
 	test_mime_type_comes_from_the_extension();
 	test_names_encode_any_bytes_and_decode_back();
