@@ -68,6 +68,7 @@ static const struct setting settings[] = {
 	S("bash_bin", bash_bin, "/bin/bash"),
 	S("node_bin", node_bin, "/usr/bin/node"),
 	I("threads", threads, "0", 0, 4096),
+	I("downloads_max", downloads_max, "32", 1, 4096),
 	Z("max_body_bytes", max_body_bytes, "4M", 4 * KiB, 64 * MiB),
 	I("json_max_depth", json_max_depth, "32", 2, 1000),
 	Z("code_max_bytes", code_max_bytes, "1M", 1 * KiB, 32 * MiB),

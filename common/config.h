@@ -63,6 +63,7 @@ typedef struct PaddockConfig {
 
 	/* fcgi worker */
 	int64_t threads;	/* FastCGI threads; 0: as many as calls may be in flight */
+	int64_t downloads_max;	/* GetFile answers streaming at once (each holds a thread) */
 	int64_t max_body_bytes; /* JSON request bodies */
 	int64_t json_max_depth; /* nesting of request JSON */
 	int64_t code_max_bytes; /* code or command length */

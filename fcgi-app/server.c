@@ -6,10 +6,12 @@
 #include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -201,6 +203,25 @@ static void back_off(Worker *w)
 	poll(&p, 1, 100);
 }
 
+/*
+ * An accept that failed (out of descriptors, most of all). The listener stays readable,
+ * so every idle thread fails the same way every back_off(): one line a second says so
+ * for all of them, with how many it stands for, rather than thousands a second.
+ */
+static void accept_failed(Worker *w, int r)
+{
+	static _Atomic uint64_t logged_ms;
+	static _Atomic uint64_t unlogged;
+	uint64_t now = now_ms(), last = atomic_load(&logged_ms);
+
+	if (now - last >= 1000 && atomic_compare_exchange_strong(&logged_ms, &last, now))
+		log_warn("accept: %s (%" PRIu64 " more failed since the last line)",
+			 r > -4096 ? strerror(-r) : "libfcgi error", atomic_exchange(&unlogged, 0));
+	else
+		atomic_fetch_add(&unlogged, 1);
+	back_off(w);
+}
+
 static void *worker_main(void *arg)
 {
 	Worker *w = arg;
@@ -210,11 +231,8 @@ static void *worker_main(void *arg)
 		int r = FCGX_Accept_r(&w->req);
 
 		if (r < 0) {
-			if (r != -EAGAIN && r != -EWOULDBLOCK && r != -EINTR) {
-				log_warn("worker %u: accept: %s", w->id,
-					 r > -4096 ? strerror(-r) : "libfcgi error");
-				back_off(w);
-			}
+			if (r != -EAGAIN && r != -EWOULDBLOCK && r != -EINTR)
+				accept_failed(w, r);
 			continue;
 		}
 		/* libfcgi accepts without SOCK_CLOEXEC: the one program the worker starts
@@ -274,10 +292,50 @@ static size_t worker_threads(const PaddockConfig *cfg)
 	return (size_t)(n < THREADS_AUTO_MAX ? n : THREADS_AUTO_MAX);
 }
 
+/*
+ * What a thread may hold at once: its epoll, its connection from nginx, its socket to
+ * sessiond, and a descriptor sessiond passes it (a file to send, or one to write into).
+ * FDS_SHARED is the rest of the process: the listener, stop_fd, the log, the libraries'.
+ */
+#define FDS_PER_THREAD 4
+#define FDS_SHARED 64
+
+/*
+ * Raise the soft descriptor limit to the hard one (nothing here uses select()), then fit
+ * the threads under it. systemd's default soft limit, 1024, is what the default thread
+ * count needs once max_sessions passes about 190; a worker short of descriptors fails
+ * accepts, or fails to start. Past the hard limit, fewer threads serve, and the warning
+ * says what to raise.
+ */
+static size_t threads_within_nofile(size_t n)
+{
+	struct rlimit rl;
+	size_t fit;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return n;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rlim_t soft = rl.rlim_cur;
+
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+			rl.rlim_cur = soft;
+	}
+	if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= FDS_SHARED + n * FDS_PER_THREAD)
+		return n;
+	fit = rl.rlim_cur > FDS_SHARED + FDS_PER_THREAD ?
+		      (size_t)(rl.rlim_cur - FDS_SHARED) / FDS_PER_THREAD :
+		      1;
+	log_warn("%zu threads need %zu descriptors and the limit is %llu: serving with %zu "
+		 "threads (raise LimitNOFILE, or set threads)",
+		 n, FDS_SHARED + n * FDS_PER_THREAD, (unsigned long long)rl.rlim_cur, fit);
+	return fit;
+}
+
 int server_run(App *app)
 {
 	const PaddockConfig *cfg = app->cfg;
-	size_t n = worker_threads(cfg), started = 0;
+	size_t n = threads_within_nofile(worker_threads(cfg)), started = 0;
 	_cleanup_free_ Worker *workers = calloc(n, sizeof(*workers));
 	uint64_t one = 1;
 	int r = 0;
@@ -285,6 +343,10 @@ int server_run(App *app)
 	if (!workers)
 		return -ENOMEM;
 	app->threads = n;
+	if ((size_t)cfg->downloads_max >= n)
+		log_warn("downloads_max = %" PRId64 " and %zu threads: slow downloads could hold "
+			 "every thread",
+			 cfg->downloads_max, n);
 	app->stop_fd = eventfd(0, EFD_CLOEXEC);
 	if (app->stop_fd < 0)
 		return -errno;

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,7 +124,40 @@ static void content_disposition(const char *api_path, char *buf)
 	snprintf(buf + o, DISPOSITION_MAX - o, "\r\n");
 }
 
+/* GetFile answers streaming now: each holds its thread until the client has read it. */
+static _Atomic int64_t downloads;
+
+/* Take a download slot, or answer 503: a slow reader holds its thread as long as nginx's
+ * send_timeout allows, and enough of them would leave no thread for anything else. */
+static bool download_begin(ReqCtx *rq)
+{
+	int64_t max = rq->app->cfg->downloads_max;
+
+	if (atomic_fetch_add(&downloads, 1) < max)
+		return true;
+	atomic_fetch_sub(&downloads, 1);
+	http_error(&rq->http, 503, "Retry-After: 1\r\n",
+		   "%" PRId64 " downloads are streaming already (downloads_max); retry shortly",
+		   max);
+	return false;
+}
+
+static void download_end(void)
+{
+	atomic_fetch_sub(&downloads, 1);
+}
+
+static void get_file(ReqCtx *rq);
+
 void otari_get(ReqCtx *rq)
+{
+	if (!download_begin(rq))
+		return;
+	get_file(rq);
+	download_end();
+}
+
+static void get_file(ReqCtx *rq)
 {
 	_cleanup_json_ json_object *sdreq = NULL;
 	_cleanup_free_ char *path = NULL, *file_id = NULL;
