@@ -294,16 +294,17 @@ static size_t worker_threads(const PaddockConfig *cfg)
 
 /*
  * What a thread may hold at once: its epoll, its connection from nginx, its socket to
- * sessiond, and a descriptor sessiond passes it (a file to send, or one to write into).
- * FDS_SHARED is the rest of the process: the listener, stop_fd, the log, the libraries'.
+ * sessiond, and two files for PutFile (the one sessiond passes to write into, and the
+ * file it replaced, closed once the answer is out). FDS_SHARED is the rest of the
+ * process: the listener, stop_fd, the log, the libraries'.
  */
-#define FDS_PER_THREAD 4
+#define FDS_PER_THREAD 5
 #define FDS_SHARED 64
 
 /*
  * Raise the soft descriptor limit to the hard one (nothing here uses select()), then fit
  * the threads under it. systemd's default soft limit, 1024, is what the default thread
- * count needs once max_sessions passes about 190; a worker short of descriptors fails
+ * count needs once max_sessions passes about 130; a worker short of descriptors fails
  * accepts, or fails to start. Past the hard limit, fewer threads serve, and the warning
  * says what to raise.
  */

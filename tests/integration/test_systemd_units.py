@@ -105,8 +105,8 @@ def test_fcgi_units_settings():
     assert s["User"] == "paddock" and s["Restart"] == "on-failure"
     assert "--socket" not in s["ExecStart"], "the listener must come from the socket unit"
     assert "paddock-fcgi.socket" in svc["Unit"]["Requires"]
-    # The default thread count (max_sessions + 64, up to 1024) at four descriptors each.
-    assert int(s["LimitNOFILE"]) >= 64 + 4 * 1024, s.get("LimitNOFILE")
+    # The default thread count (max_sessions + 64, up to 1024) at five descriptors each.
+    assert int(s["LimitNOFILE"]) >= 64 + 5 * 1024, s.get("LimitNOFILE")
     with open(os.path.join(ps.SOURCE_DIR, "nginx", "paddock-upstream.conf"), encoding="utf-8") as f:
         assert f"unix:{sock['ListenStream']};" in f.read(), "nginx's upstream is not the socket"
 
