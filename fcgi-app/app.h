@@ -3,6 +3,7 @@
 #pragma once
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <unistd.h>
@@ -27,13 +28,14 @@ typedef struct App {
 
 /* One FastCGI thread. */
 typedef struct Worker {
-	App *app;	   /* shared context */
-	unsigned id;	   /* 0..threads-1, for logs */
-	pthread_t thread;  /* the thread */
-	SessiondClient sd; /* this thread's sessiond connection */
-	FCGX_Request req;  /* libfcgi's request state; keeps a kept-alive connection */
-	int release_fd;	   /* closed once the request is finished (worker_release_later) */
-	int listen_ep;	   /* epoll on the listener (exclusive) and stop_fd */
+	App *app;	       /* shared context */
+	unsigned id;	       /* 0..threads-1, for logs */
+	pthread_t thread;      /* the thread */
+	SessiondClient sd;     /* this thread's sessiond connection */
+	FCGX_Request req;      /* libfcgi's request state; keeps a kept-alive connection */
+	int release_fd;	       /* closed once the request is finished (worker_release_later) */
+	_Atomic int64_t *slot; /* given back once the request is finished (worker_hold_slot) */
+	int listen_ep;	       /* epoll on the listener (exclusive) and stop_fd */
 } Worker;
 
 /* One request as handlers see it. */
@@ -55,4 +57,21 @@ static inline void worker_release_later(Worker *w, int fd)
 	if (w->release_fd >= 0)
 		close(w->release_fd);
 	w->release_fd = fd;
+}
+
+/* Hold one of a bounded count of slots (downloads streaming, say) until the request is
+ * finished: FCGX_Finish_r writes the answer's last records, and may wait on the client. */
+static inline void worker_hold_slot(Worker *w, _Atomic int64_t *slots)
+{
+	w->slot = slots;
+}
+
+/* After FCGX_Finish_r: give back what the request held until its answer was out. */
+static inline void worker_request_done(Worker *w)
+{
+	worker_release_later(w, -1);
+	if (w->slot) {
+		atomic_fetch_sub(w->slot, 1);
+		w->slot = NULL;
+	}
 }

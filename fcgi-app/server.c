@@ -212,7 +212,9 @@ static void accept_failed(Worker *w, int r)
 {
 	static _Atomic uint64_t logged_ms;
 	static _Atomic uint64_t unlogged;
-	uint64_t now = now_ms(), last = atomic_load(&logged_ms);
+	/* Read before the clock: a line another thread logs meanwhile is then never "later"
+	 * than now, which would wrap the difference below. */
+	uint64_t last = atomic_load(&logged_ms), now = now_ms();
 
 	if (now - last >= 1000 && atomic_compare_exchange_strong(&logged_ms, &last, now))
 		log_warn("accept: %s (%" PRIu64 " more failed since the last line)",
@@ -242,9 +244,9 @@ static void *worker_main(void *arg)
 
 		/* The answer's last bytes go to nginx here; the line describing it after. */
 		FCGX_Finish_r(&w->req);
+		worker_request_done(w);
 		if (logged)
 			log_line_write(&line);
-		worker_release_later(w, -1);
 	}
 	if (w->req.ipcFd >= 0)
 		FCGX_Free(&w->req, 1);

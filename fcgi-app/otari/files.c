@@ -127,37 +127,29 @@ static void content_disposition(const char *api_path, char *buf)
 /* GetFile answers streaming now: each holds its thread until the client has read it. */
 static _Atomic int64_t downloads;
 
-/* Take a download slot, or answer 503: a slow reader holds its thread as long as nginx's
- * send_timeout allows, and enough of them would leave no thread for anything else. */
-static bool download_begin(ReqCtx *rq)
+/*
+ * Take a download slot for the answer about to stream, or answer 503: a slow reader
+ * holds its thread as long as nginx's send_timeout allows, and enough of them would
+ * leave no thread for anything else. The slot goes back once the request is finished,
+ * its last records written (worker_request_done()).
+ */
+static bool download_take(ReqCtx *rq)
 {
 	int64_t max = rq->app->cfg->downloads_max;
 
-	if (atomic_fetch_add(&downloads, 1) < max)
-		return true;
-	atomic_fetch_sub(&downloads, 1);
-	http_error(&rq->http, 503, "Retry-After: 1\r\n",
-		   "%" PRId64 " downloads are streaming already (downloads_max); retry shortly",
-		   max);
-	return false;
+	if (atomic_fetch_add(&downloads, 1) >= max) {
+		atomic_fetch_sub(&downloads, 1);
+		http_error(&rq->http, 503, "Retry-After: 1\r\n",
+			   "%" PRId64 " downloads are streaming already (downloads_max); retry "
+			   "shortly",
+			   max);
+		return false;
+	}
+	worker_hold_slot(rq->w, &downloads);
+	return true;
 }
-
-static void download_end(void)
-{
-	atomic_fetch_sub(&downloads, 1);
-}
-
-static void get_file(ReqCtx *rq);
 
 void otari_get(ReqCtx *rq)
-{
-	if (!download_begin(rq))
-		return;
-	get_file(rq);
-	download_end();
-}
-
-static void get_file(ReqCtx *rq)
 {
 	_cleanup_json_ json_object *sdreq = NULL;
 	_cleanup_free_ char *path = NULL, *file_id = NULL;
@@ -207,6 +199,10 @@ static void get_file(ReqCtx *rq)
 		 "X-Content-Type-Options: nosniff\r\n"
 		 "Content-Security-Policy: default-src 'none'; sandbox\r\n%s",
 		 disposition);
+	if (!download_take(rq)) {
+		sessiond_reply_clear(&rep);
+		return;
+	}
 	r = http_send_head(&rq->http, 200, mime, st.st_size, extra);
 	if (r >= 0)
 		r = http_send_fd(&rq->http, rep.fd, st.st_size);

@@ -420,7 +420,8 @@ struct Walk {
 	char dents[WS_WALK_DENTS] __attribute__((aligned(8)));
 };
 
-/* Open the directory dfd (ownership taken) below the others; path[0..len) names it. */
+/* Open the directory dfd below the others; path[0..len) names it. The walk closes it when
+ * done with it, unless the caller marks it lent (wsfs_scan_changes_from()). */
 static void walk_push(Walk *w, int dfd, size_t len)
 {
 	w->dirs[w->depth++] = (WalkDir){ .fd = dfd, .len = len };

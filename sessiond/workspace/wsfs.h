@@ -84,8 +84,11 @@ int wsfs_scan_list(int ws_fd, const char *rel, size_t max, WsfsScan **ret);
 int wsfs_scan_changes(int ws_fd, const struct timespec *since, size_t max, WsfsScan **ret);
 /* The same from root_fd, the workspace root open for reading (wsfs_root_open()), which the
  * scan borrows: it reads it from its start, and neither closes it nor keeps it past
- * wsfs_scan_free(). One scan at a time may hold it: they would share its offset. */
+ * wsfs_scan_free(). One scan at a time may hold it: they would share its offset.
+ * 0, or -ENOMEM; a root_fd that cannot be read fails the first wsfs_scan_step(). */
 int wsfs_scan_changes_from(int root_fd, const struct timespec *since, size_t max, WsfsScan **ret);
+/* The workspace root below ws_fd opened for reading (O_RDONLY | O_DIRECTORY, close on
+ * exec), for wsfs_scan_changes_from(): the descriptor, or -errno as wsfs_openat2(). */
 int wsfs_root_open(int ws_fd);
 /* Look at up to `entries` more directory entries: 1 done, 0 more to see, -errno. */
 int wsfs_scan_step(WsfsScan *sc, size_t entries);
