@@ -304,34 +304,38 @@ static size_t worker_threads(const PaddockConfig *cfg)
 #define FDS_SHARED 64
 
 /*
- * Raise the soft descriptor limit to the hard one (nothing here uses select()), then fit
+ * Raise the soft descriptor limit as far as the threads need, up to the hard one, then fit
  * the threads under it. systemd's default soft limit, 1024, is what the default thread
  * count needs once max_sessions passes about 130; a worker short of descriptors fails
  * accepts, or fails to start. Past the hard limit, fewer threads serve, and the warning
- * says what to raise.
+ * says what to raise. Descriptors above 1023 are safe: nothing here uses select(), and
+ * libfcgi waits with poll() (since 2.4.1; distributions patched 2.4.0 the same way for
+ * CVE-2012-6687).
  */
 static size_t threads_within_nofile(size_t n)
 {
+	rlim_t need = FDS_SHARED + (rlim_t)n * FDS_PER_THREAD;
 	struct rlimit rl;
 	size_t fit;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
 		return n;
-	if (rl.rlim_cur < rl.rlim_max) {
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need) {
 		rlim_t soft = rl.rlim_cur;
 
-		rl.rlim_cur = rl.rlim_max;
+		rl.rlim_cur =
+			rl.rlim_max == RLIM_INFINITY || rl.rlim_max > need ? need : rl.rlim_max;
 		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
 			rl.rlim_cur = soft;
 	}
-	if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= FDS_SHARED + n * FDS_PER_THREAD)
+	if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= need)
 		return n;
 	fit = rl.rlim_cur > FDS_SHARED + FDS_PER_THREAD ?
 		      (size_t)(rl.rlim_cur - FDS_SHARED) / FDS_PER_THREAD :
 		      1;
-	log_warn("%zu threads need %zu descriptors and the limit is %llu: serving with %zu "
+	log_warn("%zu threads need %llu descriptors and the limit is %llu: serving with %zu "
 		 "threads (raise LimitNOFILE, or set threads)",
-		 n, FDS_SHARED + n * FDS_PER_THREAD, (unsigned long long)rl.rlim_cur, fit);
+		 n, (unsigned long long)need, (unsigned long long)rl.rlim_cur, fit);
 	return fit;
 }
 

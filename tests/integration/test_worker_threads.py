@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: MIT
-"""The worker's threads against the process's descriptor limit: it raises its soft limit
-to the hard one and starts every thread asked for; under a hard limit too low for them
-it serves with as many as fit, and says so."""
+"""The worker's threads against the process's descriptor limit, and what may hold them:
+it raises its soft limit as far as its threads need (up to the hard one) and starts every
+thread asked for; under a hard limit too low for them it serves with as many as fit, and
+says so. Downloads streaming at once are capped; failed accepts are logged a line a
+second."""
 
 import re
 import socket
@@ -59,6 +61,9 @@ def test_a_soft_limit_below_the_threads_is_raised_to_the_hard_one():
     try:
         assert serving_with(stack) == 1100
         assert "raise LimitNOFILE" not in stack.logs()
+        # As far as the threads need, not to the hard limit: what it starts inherits it.
+        limits = open(f"/proc/{stack.procs['paddock-fcgi'].pid}/limits").read()
+        assert limits.split("Max open files")[1].split()[0] == str(64 + 5 * 1100), limits
         served(stack)
     finally:
         assert stack.stop() == []
