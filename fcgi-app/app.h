@@ -36,6 +36,8 @@ typedef struct Worker {
 	int release_fd;	       /* closed once the request is finished (worker_release_later) */
 	_Atomic int64_t *slot; /* given back once the request is finished (worker_hold_slot) */
 	int listen_ep;	       /* epoll on the listener (exclusive) and stop_fd */
+	pthread_mutex_t reading_lock; /* held to change reading, and to signal the thread */
+	bool reading;		      /* in FCGX_Accept_r: reading a request's first records */
 } Worker;
 
 /* One request as handlers see it. */

@@ -224,13 +224,74 @@ static void accept_failed(Worker *w, int r)
 	back_off(w);
 }
 
+/*
+ * libfcgi reads a request's first records with blocking reads and no deadline: a peer
+ * that sends part of a record and stops would hold the thread, and shutdown with it.
+ * At shutdown, a thread still reading is sent SIGNAL_UNBLOCK, whose handler does nothing
+ * and is installed without SA_RESTART: the read fails with EINTR, libfcgi drops that
+ * connection, and the thread sees stop_fd. The lock makes sure the signal only ever
+ * lands while the thread reads, never in a request it is serving.
+ */
+#define SIGNAL_UNBLOCK SIGUSR1
+
+static void on_unblock(int sig)
+{
+	(void)sig;
+}
+
+static void reading_set(Worker *w, bool reading)
+{
+	pthread_mutex_lock(&w->reading_lock);
+	w->reading = reading;
+	pthread_mutex_unlock(&w->reading_lock);
+}
+
+/* Interrupt w's read of a request, if it is in one. */
+static void reading_interrupt(Worker *w)
+{
+	pthread_mutex_lock(&w->reading_lock);
+	if (w->reading)
+		pthread_kill(w->thread, SIGNAL_UNBLOCK);
+	pthread_mutex_unlock(&w->reading_lock);
+}
+
+static int unblock_signal_install(void)
+{
+	struct sigaction sa = { .sa_handler = on_unblock }; /* no SA_RESTART */
+
+	sigemptyset(&sa.sa_mask);
+	return sigaction(SIGNAL_UNBLOCK, &sa, NULL) < 0 ? -errno : 0;
+}
+
+/* Join w's thread, interrupting its read of a request every 100 ms until it ends (a
+ * request it is serving is left to finish). */
+static void worker_join(Worker *w)
+{
+	for (;;) {
+		struct timespec t;
+
+		clock_gettime(CLOCK_REALTIME, &t);
+		t.tv_nsec += 100 * 1000000L;
+		if (t.tv_nsec >= 1000000000L) {
+			t.tv_sec++;
+			t.tv_nsec -= 1000000000L;
+		}
+		if (pthread_timedjoin_np(w->thread, NULL, &t) != ETIMEDOUT)
+			return;
+		reading_interrupt(w);
+	}
+}
+
 static void *worker_main(void *arg)
 {
 	Worker *w = arg;
 
 	while (wait_for_work(w)) {
 		/* The listener is non-blocking: a connection another thread took is -EAGAIN. */
+		reading_set(w, true);
 		int r = FCGX_Accept_r(&w->req);
+
+		reading_set(w, false);
 
 		if (r < 0) {
 			if (r != -EAGAIN && r != -EWOULDBLOCK && r != -EINTR)
@@ -357,6 +418,9 @@ int server_run(App *app)
 	app->stop_fd = eventfd(0, EFD_CLOEXEC);
 	if (app->stop_fd < 0)
 		return -errno;
+	r = unblock_signal_install();
+	if (r < 0)
+		return r;
 	/* The code plane probes its interpreters once, before the first request needs them. */
 	code_probe_start(cfg);
 	for (; started < n; started++) {
@@ -365,6 +429,7 @@ int server_run(App *app)
 		w->app = app;
 		w->id = (unsigned)started;
 		w->release_fd = -1;
+		pthread_mutex_init(&w->reading_lock, NULL);
 		w->listen_ep = listen_ep_open(app);
 		if (w->listen_ep < 0) {
 			r = w->listen_ep;
@@ -393,7 +458,7 @@ int server_run(App *app)
 	if (write(app->stop_fd, &one, sizeof(one)) < 0)
 		log_err("eventfd: %m");
 	for (size_t i = 0; i < started; i++) {
-		pthread_join(workers[i].thread, NULL);
+		worker_join(&workers[i]);
 		sessiond_client_done(&workers[i].sd);
 		safe_close(workers[i].listen_ep);
 	}

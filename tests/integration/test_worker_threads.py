@@ -5,7 +5,9 @@ thread asked for; under a hard limit too low for them it serves with as many as 
 says so. Downloads streaming at once are capped; failed accepts are logged a line a
 second."""
 
+import os
 import re
+import signal
 import socket
 import subprocess
 import threading
@@ -192,3 +194,44 @@ def test_accepts_failing_for_want_of_descriptors_log_a_line_a_second_and_recover
             assert c.destroy(sid).status_code == 204
     finally:
         assert stack.stop() == []
+
+
+def threads_in_read(pid):
+    """How many of pid's threads are blocked in read(2)."""
+    n = 0
+    for t in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{t}/syscall") as f:
+                n += f.read().split()[0] == "0"
+        except OSError:
+            pass
+    return n
+
+
+def test_shutdown_is_not_held_by_a_peer_that_sent_half_a_record():
+    """libfcgi reads a request's first records with blocking reads: a peer on the socket
+    that stops half way through one held its thread, and SIGTERM waited for it."""
+    stack = ps.Stack(env={"PADDOCK_THREADS": "8"}).start()
+    peer = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        c = ps.Client(stack)
+        sid = c.new_session()
+        assert c.run(sid, "print(1)").stdout == "1\n"
+        assert c.destroy(sid).status_code == 204
+        fcgi = stack.procs["paddock-fcgi"]
+        idle = threads_in_read(fcgi.pid)
+        peer.connect(os.path.join(stack.run_dir, "fcgi.sock"))
+        peer.sendall(bytes([1, 1, 0, 1, 0, 8, 0, 0]) + bytes(4))  # a header, half its body
+        deadline = time.monotonic() + 30
+        while threads_in_read(fcgi.pid) <= idle:  # a thread took it and waits for the rest
+            assert time.monotonic() < deadline, "no thread took the connection"
+            time.sleep(0.05)
+        started = time.monotonic()
+        fcgi.send_signal(signal.SIGTERM)
+        fcgi.wait(timeout=20)  # libfcgi's close of the dropped connection may take 2 s
+        assert fcgi.returncode == 0, fcgi.returncode
+        assert time.monotonic() - started < 10
+    finally:
+        peer.close()
+        problems = stack.stop()
+    assert problems in ([], ["paddock-fcgi had already exited with status 0"]), problems
