@@ -464,7 +464,7 @@ def test_produced_file_list_is_capped(client, sid):
     assert got.status_code == 200 and got.content == str(int(f["filename"][1:4])).encode()
 
 
-def test_calls_at_once_in_a_large_workspace_each_list_their_own_file(client, sid):
+def test_calls_at_once_in_a_large_workspace_list_every_file_they_made(client, sid):
     """Editor calls on one session may walk the workspace at the same time (a walk of many
     files takes several turns of the daemon's loop): each walk reads the directories for
     itself, and every file the calls made is listed, and nothing else. (Which reply lists
