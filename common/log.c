@@ -97,14 +97,22 @@ static void stderr_write(int level, const char *msg)
 		;
 }
 
-void log_line_format(LogLine *l, int level, const char *fmt, ...)
+static void log_line_vformat(LogLine *l, int level, const char *fmt, va_list ap)
+{
+	l->level = level;
+	vsnprintf(l->msg, sizeof(l->msg), fmt, ap);
+}
+
+bool log_line_format(LogLine *l, int level, const char *fmt, ...)
 {
 	va_list ap;
 
-	l->level = level;
+	if (level > log_max_level)
+		return false;
 	va_start(ap, fmt);
-	vsnprintf(l->msg, sizeof(l->msg), fmt, ap);
+	log_line_vformat(l, level, fmt, ap);
 	va_end(ap);
+	return true;
 }
 
 void log_line_write(const LogLine *l)
@@ -123,11 +131,11 @@ void log_line_write(const LogLine *l)
 void log_write(int level, const char *fmt, ...)
 {
 	int saved = errno;
-	LogLine l = { .level = level };
+	LogLine l;
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(l.msg, sizeof(l.msg), fmt, ap);
+	log_line_vformat(&l, level, fmt, ap);
 	va_end(ap);
 	log_line_write(&l);
 	errno = saved;

@@ -20,7 +20,8 @@ typedef struct LogLine {
 	char msg[LOG_LINE_MAX];
 } LogLine;
 
-void log_line_format(LogLine *l, int level, const char *fmt, ...)
+/* Format a line into *l when level is enabled (true); false, and *l untouched, when not. */
+bool log_line_format(LogLine *l, int level, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 void log_line_write(const LogLine *l);
 

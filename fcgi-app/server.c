@@ -108,13 +108,11 @@ static bool serve(Worker *w, LogLine *line)
 	took = (int64_t)(now_ms() - start);
 	metrics_observe(rq.match.route ? rq.match.route->name : NULL, rq.http.status, took);
 	/* One line per request; never bodies, code or tokens. */
-	bool logged = LOG_LVL_INFO <= log_max_level;
+	bool logged = log_line_format(
+		line, LOG_LVL_INFO, "%s %s %d %" PRId64 "ms%s%s REQUEST_ID=%s", rq.http.method,
+		rq.match.route ? rq.match.route->name : "-", rq.http.status, took,
+		rq.match.id[0] ? " SESSION_ID=" : "", rq.match.id, rq.http.request_id);
 
-	if (logged)
-		log_line_format(line, LOG_LVL_INFO, "%s %s %d %" PRId64 "ms%s%s REQUEST_ID=%s",
-				rq.http.method, rq.match.route ? rq.match.route->name : "-",
-				rq.http.status, took, rq.match.id[0] ? " SESSION_ID=" : "",
-				rq.match.id, rq.http.request_id);
 	http_done(&rq.http);
 	return logged;
 }

@@ -64,10 +64,11 @@ static void test_a_line_is_one_write_with_prefix_and_newline(void)
 static void test_a_line_formatted_now_is_written_as_it_was(void)
 {
 	char buf[8192], name[16] = "first";
-	LogLine line;
+	LogLine line, below;
 
 	capture(true);
-	log_line_format(&line, LOG_LVL_INFO, "POST %s 200 REQUEST_ID=r1", name);
+	CHECK(log_line_format(&line, LOG_LVL_INFO, "POST %s 200 REQUEST_ID=r1", name));
+	CHECK(!log_line_format(&below, LOG_LVL_DEBUG, "below the level"));
 	capture(false);
 	strcpy(name, "changed"); /* what it named is gone by the time it is written */
 	CHECK_LT_INT(read_once(buf, sizeof(buf)), 0); /* formatting writes nothing */

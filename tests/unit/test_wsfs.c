@@ -618,6 +618,26 @@ static bool all_distinct_under(const WsfsChange *c, size_t n, const char *prefix
 	return true;
 }
 
+/* Walk sc to its end `slice` entries a step, as the daemon's loop may, and check that it
+ * found the paths of want[0..n_want): the number of steps it took. */
+static size_t walk_sliced_finds(WsfsScan *sc, size_t slice, const WsfsChange *want, size_t n_want)
+{
+	WsfsChange *changes = NULL;
+	size_t n = 0, steps = 0;
+	int r = 0;
+
+	while (sc && (r = wsfs_scan_step(sc, slice)) == 0 && steps < 1000000)
+		steps++;
+	CHECK_EQ_INT(r, 1);
+	if (sc)
+		wsfs_scan_take_changes(sc, &changes, &n);
+	CHECK_EQ_INT(n, n_want);
+	for (size_t i = 0; i < n && i < n_want; i++)
+		CHECK_EQ_STR(changes[i].path, want[i].path);
+	wsfs_changes_free(changes, n);
+	return steps;
+}
+
 /* A walk reads a directory in several pieces and reads on after each subdirectory from
  * where it left: walked at once or one entry a step, every file is seen exactly once. */
 static void test_walk_reads_on_after_subdirectories_and_across_reads(void)
@@ -625,9 +645,8 @@ static void test_walk_reads_on_after_subdirectories_and_across_reads(void)
 	struct timespec since = { 0, 0 };
 	size_t made = make_wide_dir("wide", 400, 12, 150);
 	WsfsChange *changes = NULL, *all = NULL;
-	size_t n = 0, n_all = 0, steps = 0;
+	size_t n = 0, n_all = 0;
 	WsfsScan *sc = NULL;
-	int r = 0;
 
 	/* All the workspace's files, walked at once. */
 	CHECK_EQ_INT(wsfs_changed_since(ws_fd, &since, 100000, &all, &n_all), 0);
@@ -635,21 +654,10 @@ static void test_walk_reads_on_after_subdirectories_and_across_reads(void)
 
 	/* The same walk one entry a step, as the daemon's loop may slice it. */
 	CHECK_EQ_INT(wsfs_scan_changes(ws_fd, &since, 100000, &sc), 0);
-	while (sc && (r = wsfs_scan_step(sc, 1)) == 0 && steps < 1000000)
-		steps++;
-	CHECK_EQ_INT(r, 1);
-	CHECK(steps > made);
-	if (sc)
-		wsfs_scan_take_changes(sc, &changes, &n);
-	CHECK_EQ_INT(n, n_all);
-	for (size_t i = 0; i < n && i < n_all; i++)
-		CHECK_EQ_STR(changes[i].path, all[i].path);
-	wsfs_changes_free(changes, n);
+	CHECK(walk_sliced_finds(sc, 1, all, n_all) > made);
 
 	/* Only the wide tree, each file once. */
 	sc = NULL;
-	n = 0;
-	changes = NULL;
 	CHECK_EQ_INT(wsfs_scan_changes(ws_fd, &since, 100000, &sc), 0);
 	CHECK_EQ_INT(wsfs_scan_step(sc, SIZE_MAX), 1);
 	wsfs_scan_take_changes(sc, &changes, &n);
@@ -681,38 +689,22 @@ static void test_walks_from_a_lent_root_read_it_from_the_start_each_time(void)
 	CHECK_EQ_INT(wsfs_changed_since(ws_fd, &since, 100000, &all, &n_all), 0);
 	for (int round = 0; round < 3; round++) {
 		WsfsScan *sc = NULL;
-		WsfsChange *changes = NULL;
-		size_t n = 0, steps = 0;
-		int r = 0;
 
 		/* Small slices: the walk leaves the root for subdirectories and seeks back. */
 		CHECK_EQ_INT(wsfs_scan_changes_from(root_fd, &since, 100000, &sc), 0);
-		while (sc && (r = wsfs_scan_step(sc, round == 0 ? 1 : 64)) == 0 && steps < 1000000)
-			steps++;
-		CHECK_EQ_INT(r, 1);
-		if (sc)
-			wsfs_scan_take_changes(sc, &changes, &n);
-		CHECK_EQ_INT(n, n_all);
-		for (size_t i = 0; i < n && i < n_all; i++)
-			CHECK_EQ_STR(changes[i].path, all[i].path);
-		wsfs_changes_free(changes, n);
+		walk_sliced_finds(sc, round == 0 ? 1 : 64, all, n_all);
 		CHECK_GE_INT(fcntl(root_fd, F_GETFD), 0); /* still open: the caller's */
 	}
 	/* A walk given up half way leaves it open too, and the next still reads it all. */
 	{
 		WsfsScan *sc = NULL;
-		WsfsChange *changes = NULL;
-		size_t n = 0;
 
 		CHECK_EQ_INT(wsfs_scan_changes_from(root_fd, &since, 100000, &sc), 0);
 		CHECK_EQ_INT(wsfs_scan_step(sc, 5), 0);
 		wsfs_scan_free(sc);
 		CHECK_GE_INT(fcntl(root_fd, F_GETFD), 0);
 		CHECK_EQ_INT(wsfs_scan_changes_from(root_fd, &since, 100000, &sc), 0);
-		CHECK_EQ_INT(wsfs_scan_step(sc, SIZE_MAX), 1);
-		wsfs_scan_take_changes(sc, &changes, &n);
-		CHECK_EQ_INT(n, n_all);
-		wsfs_changes_free(changes, n);
+		walk_sliced_finds(sc, SIZE_MAX, all, n_all);
 	}
 	wsfs_changes_free(all, n_all);
 	close(root_fd);
